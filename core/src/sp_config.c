@@ -341,18 +341,6 @@ sp_valid_endpoint(const char *s, size_t len)
 }
 
 static bool
-sp_valid_kvlist(const char *s, size_t len)
-{
-    sp_kvlist *list;
-
-    if (sp_kvlist_parse(s, len, &list) != SP_OK) {
-        return false;
-    }
-    sp_kvlist_destroy(list);
-    return true;
-}
-
-static bool
 sp_parse_choice(const char *s, size_t len, const char *const *names,
                 size_t n, uint64_t *out)
 {
@@ -507,7 +495,7 @@ sp_parse_value(sp_setting s, const char *value, size_t len, bool inverted,
         break;
 
     case SP_KIND_KVLIST:
-        if (len == 0 || !sp_valid_kvlist(value, len)) {
+        if (len == 0 || sp_kvlist_validate(value, len) != SP_OK) {
             return SP_PARSE_INVALID;
         }
         break;

@@ -1,0 +1,238 @@
+package Spanprof::Server;
+
+# Runs the real nginx and the real apache2 with the built modules, each in
+# a private directory: configuration test, start, stop, error log.
+
+use strict;
+use warnings;
+
+use Cwd qw(abs_path);
+use File::Basename qw(dirname);
+use File::Temp qw(tempdir);
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+use Exporter 'import';
+our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
+                    nginx_conf nginx_test nginx_start
+                    httpd_conf httpd_test httpd_start
+                    stop wait_for_log http_get);
+
+sub top_dir { abs_path(dirname(__FILE__) . '/../../..') }
+
+sub free_port {
+    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+                                  Proto => 'tcp', Listen => 1)
+        or die "no free port: $!";
+    my $port = $s->sockport;
+    close $s;
+    return $port;
+}
+
+sub new_dir {
+    my $base = top_dir() . '/t/tmp';
+    mkdir $base;
+    my $dir = tempdir('run-XXXXXX', DIR => $base, CLEANUP => 1);
+    # The servers' workers run as nobody and must read their files.
+    chmod 0755, $dir;
+    return $dir;
+}
+
+sub write_file {
+    my ($path, $text) = @_;
+    open my $fh, '>', $path or die "$path: $!";
+    print $fh $text;
+    close $fh;
+}
+
+sub read_file {
+    my ($path) = @_;
+    open my $fh, '<', $path or return '';
+    local $/;
+    my $text = <$fh>;
+    close $fh;
+    return $text;
+}
+
+# nginx.conf in $dir; $http goes inside http {}, $server inside server {}.
+sub nginx_conf {
+    my ($dir, %arg) = @_;
+    my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
+    my $port = $arg{port} // free_port();
+    my $http = $arg{http} // '';
+    my $server = $arg{server} // '';
+    my $location = $arg{location} // 'return 200 "ok\n";';
+    write_file("$dir/nginx.conf", <<"CONF");
+load_module $module;
+daemon off;
+worker_processes 1;
+error_log $dir/error.log notice;
+pid $dir/nginx.pid;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path $dir/body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+$http
+    server {
+        listen 127.0.0.1:$port;
+$server
+        location / { $location }
+    }
+}
+CONF
+    return $port;
+}
+
+# Runs a command with extra environment variables; returns (exit code,
+# combined output).
+sub run_cmd {
+    my ($env, @cmd) = @_;
+    local %ENV = (%ENV, %{ $env // {} });
+    my $pid = open my $fh, '-|';
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDERR, '>&', \*STDOUT;
+        exec @cmd or die "exec $cmd[0]: $!";
+    }
+    local $/;
+    my $out = <$fh> // '';
+    close $fh;
+    return ($? >> 8, $out);
+}
+
+sub nginx_test {
+    my ($dir, %env) = @_;
+    return run_cmd(\%env, '/usr/sbin/nginx', '-t', '-p', $dir,
+                   '-c', "$dir/nginx.conf", '-e', "$dir/error.log");
+}
+
+sub spawn {
+    my ($env, $log, @cmd) = @_;
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        %ENV = (%ENV, %{ $env // {} });
+        open STDOUT, '>>', $log;
+        open STDERR, '>>', $log;
+        exec @cmd or die "exec $cmd[0]: $!";
+    }
+    return $pid;
+}
+
+# Waits until $pattern shows in $file; returns the file's text or undef.
+sub wait_for_log {
+    my ($file, $pattern, $timeout) = @_;
+    my $end = time + ($timeout // 10);
+    while (time < $end) {
+        my $text = read_file($file);
+        return $text if $text =~ $pattern;
+        sleep 0.05;
+    }
+    return undef;
+}
+
+sub wait_for_port {
+    my ($port, $timeout) = @_;
+    my $end = time + ($timeout // 10);
+    while (time < $end) {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                      PeerPort => $port, Proto => 'tcp');
+        if ($s) { close $s; return 1 }
+        sleep 0.05;
+    }
+    return 0;
+}
+
+# Starts nginx in the foreground of a child; returns its pid once the port
+# answers, or undef.
+sub nginx_start {
+    my ($dir, $port, %env) = @_;
+    my $pid = spawn(\%env, "$dir/stderr.log", '/usr/sbin/nginx', '-p', $dir,
+                    '-c', "$dir/nginx.conf", '-e', "$dir/error.log");
+    return wait_for_port($port) ? $pid : do { stop($pid); undef };
+}
+
+sub httpd_conf {
+    my ($dir, %arg) = @_;
+    my $module = top_dir() . '/build/mod_spanprof.so';
+    my $mods = '/usr/lib/apache2/modules';
+    my $port = $arg{port} // free_port();
+    my $mpm = $arg{mpm} // 'event';
+    my $extra = $arg{extra} // '';
+    my $types = -r '/etc/mime.types' ? '/etc/mime.types' : '/dev/null';
+    write_file("$dir/httpd.conf", <<"CONF");
+ServerRoot $dir
+DefaultRuntimeDir $dir
+PidFile $dir/httpd.pid
+Listen 127.0.0.1:$port
+ServerName localhost
+User nobody
+Group nogroup
+ErrorLog $dir/error.log
+LogLevel notice
+LoadModule mpm_${mpm}_module $mods/mod_mpm_$mpm.so
+LoadModule authz_core_module $mods/mod_authz_core.so
+LoadModule mime_module $mods/mod_mime.so
+LoadModule dir_module $mods/mod_dir.so
+LoadModule spanprof_module $module
+TypesConfig $types
+DocumentRoot $dir/htdocs
+<Directory $dir/htdocs>
+    Require all granted
+</Directory>
+$extra
+CONF
+    mkdir "$dir/htdocs";
+    chmod 0755, "$dir/htdocs";
+    write_file("$dir/htdocs/index.html", "ok\n");
+    chmod 0644, "$dir/htdocs/index.html";
+    return $port;
+}
+
+sub httpd_test {
+    my ($dir, %env) = @_;
+    return run_cmd(\%env, '/usr/sbin/apache2', '-t', '-f', "$dir/httpd.conf");
+}
+
+sub httpd_start {
+    my ($dir, $port, %env) = @_;
+    my $pid = spawn(\%env, "$dir/stderr.log", '/usr/sbin/apache2',
+                    '-f', "$dir/httpd.conf", '-DFOREGROUND');
+    return wait_for_port($port) ? $pid : do { stop($pid); undef };
+}
+
+# SIGTERM, then SIGKILL if the server has not exited within 10 s.
+sub stop {
+    my ($pid) = @_;
+    return unless $pid;
+    kill 'TERM', $pid;
+    my $end = time + 10;
+    while (time < $end) {
+        return if waitpid($pid, WNOHANG) == $pid;
+        sleep 0.05;
+    }
+    kill 'KILL', $pid;
+    waitpid($pid, 0);
+}
+
+# A minimal HTTP/1.0 GET; returns (status, body).
+sub http_get {
+    my ($port, $path) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp', Timeout => 5)
+        or return (0, '');
+    print $s "GET $path HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    local $/;
+    my $resp = <$s> // '';
+    close $s;
+    my ($status) = $resp =~ m{^HTTP/\S+ (\d+)};
+    my (undef, $body) = split /\r\n\r\n/, $resp, 2;
+    return ($status // 0, $body // '');
+}
+
+1;
