@@ -1,0 +1,416 @@
+#include <string.h>
+
+#include "sp_tracecontext.h"
+
+/* Field positions in a traceparent: vv-<32>-<16>-ff */
+#define TP_TRACE_ID_POS 3
+#define TP_PARENT_ID_POS 36
+#define TP_FLAGS_POS 53
+
+static const char hex_digits[] = "0123456789abcdef";
+
+/* Trace Context allows only lowercase hex, unlike sp_hex_value(). */
+static int
+lower_hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    return -1;
+}
+
+/* Decodes 2n lowercase hex digits into n bytes; false on any other char. */
+static bool
+lower_hex_decode(const char *s, size_t n, uint8_t *out)
+{
+    size_t i;
+    int hi, lo;
+
+    for (i = 0; i < n; i++) {
+        hi = lower_hex_value(s[2 * i]);
+        lo = lower_hex_value(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            return false;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}
+
+static bool
+all_zero(const uint8_t *bytes, size_t n)
+{
+    size_t i;
+    uint8_t acc = 0;
+
+    for (i = 0; i < n; i++) {
+        acc |= bytes[i];
+    }
+    return acc == 0;
+}
+
+static bool
+is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Narrows [*start, *end) to drop HTTP optional whitespace at both ends. */
+static void
+trim_ows(const char *s, size_t *start, size_t *end)
+{
+    while (*start < *end && is_ows(s[*start])) {
+        (*start)++;
+    }
+    while (*end > *start && is_ows(s[*end - 1])) {
+        (*end)--;
+    }
+}
+
+bool
+sp_trace_id_is_valid(const uint8_t id[SP_TRACE_ID_SIZE])
+{
+    return !all_zero(id, SP_TRACE_ID_SIZE);
+}
+
+bool
+sp_span_id_is_valid(const uint8_t id[SP_SPAN_ID_SIZE])
+{
+    return !all_zero(id, SP_SPAN_ID_SIZE);
+}
+
+bool
+sp_span_context_is_valid(const sp_span_context *ctx)
+{
+    return sp_trace_id_is_valid(ctx->trace_id)
+           && sp_span_id_is_valid(ctx->span_id);
+}
+
+size_t
+sp_hex_format(const uint8_t *bytes, size_t n, char *out)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        out[2 * i] = hex_digits[bytes[i] >> 4];
+        out[2 * i + 1] = hex_digits[bytes[i] & 0x0f];
+    }
+    out[2 * n] = '\0';
+    return 2 * n;
+}
+
+/* ---- traceparent */
+
+sp_traceparent_result
+sp_traceparent_parse(const char *s, size_t len, sp_span_context *out)
+{
+    size_t start = 0, end = len, n;
+    const char *p;
+    uint8_t version;
+    sp_span_context ctx;
+
+    trim_ows(s, &start, &end);
+    p = s + start;
+    n = end - start;
+
+    if (n < 2) {
+        return SP_TRACEPARENT_BAD_LENGTH;
+    }
+    if (!lower_hex_decode(p, 1, &version)) {
+        return SP_TRACEPARENT_BAD_VERSION;
+    }
+    if (version == 0xff) {
+        return SP_TRACEPARENT_VERSION_FF;
+    }
+    if (n < SP_TRACEPARENT_LEN) {
+        return SP_TRACEPARENT_BAD_LENGTH;
+    }
+    if (version == 0 && n > SP_TRACEPARENT_LEN) {
+        return SP_TRACEPARENT_EXTRA_DATA;
+    }
+    /*
+     * A later version may append fields, but only after another '-': a
+     * longer flags field would change the meaning of the ones we read.
+     */
+    if (p[TP_TRACE_ID_POS - 1] != '-' || p[TP_PARENT_ID_POS - 1] != '-'
+        || p[TP_FLAGS_POS - 1] != '-'
+        || (n > SP_TRACEPARENT_LEN && p[SP_TRACEPARENT_LEN] != '-'))
+    {
+        return SP_TRACEPARENT_BAD_SEPARATOR;
+    }
+    if (!lower_hex_decode(p + TP_TRACE_ID_POS, SP_TRACE_ID_SIZE,
+                          ctx.trace_id))
+    {
+        return SP_TRACEPARENT_BAD_TRACE_ID;
+    }
+    if (!sp_trace_id_is_valid(ctx.trace_id)) {
+        return SP_TRACEPARENT_ZERO_TRACE_ID;
+    }
+    if (!lower_hex_decode(p + TP_PARENT_ID_POS, SP_SPAN_ID_SIZE,
+                          ctx.span_id))
+    {
+        return SP_TRACEPARENT_BAD_PARENT_ID;
+    }
+    if (!sp_span_id_is_valid(ctx.span_id)) {
+        return SP_TRACEPARENT_ZERO_PARENT_ID;
+    }
+    if (!lower_hex_decode(p + TP_FLAGS_POS, 1, &ctx.trace_flags)) {
+        return SP_TRACEPARENT_BAD_FLAGS;
+    }
+    ctx.trace_flags &= SP_TRACE_FLAG_SAMPLED;
+
+    *out = ctx;
+    return SP_TRACEPARENT_OK;
+}
+
+size_t
+sp_traceparent_format(const sp_span_context *ctx,
+                      char out[SP_TRACEPARENT_SIZE])
+{
+    out[0] = '0';
+    out[1] = '0';
+    out[TP_TRACE_ID_POS - 1] = '-';
+    sp_hex_format(ctx->trace_id, SP_TRACE_ID_SIZE, out + TP_TRACE_ID_POS);
+    out[TP_PARENT_ID_POS - 1] = '-';
+    sp_hex_format(ctx->span_id, SP_SPAN_ID_SIZE, out + TP_PARENT_ID_POS);
+    out[TP_FLAGS_POS - 1] = '-';
+    sp_hex_format(&ctx->trace_flags, 1, out + TP_FLAGS_POS);
+    return SP_TRACEPARENT_LEN;
+}
+
+const char *
+sp_traceparent_result_text(sp_traceparent_result r)
+{
+    switch (r) {
+    case SP_TRACEPARENT_OK:
+        return "valid";
+    case SP_TRACEPARENT_BAD_LENGTH:
+        return "wrong length";
+    case SP_TRACEPARENT_BAD_VERSION:
+        return "version is not two lowercase hex digits";
+    case SP_TRACEPARENT_VERSION_FF:
+        return "version ff is invalid";
+    case SP_TRACEPARENT_BAD_SEPARATOR:
+        return "dash missing or misplaced";
+    case SP_TRACEPARENT_BAD_TRACE_ID:
+        return "trace id is not 32 lowercase hex digits";
+    case SP_TRACEPARENT_ZERO_TRACE_ID:
+        return "trace id is all zeros";
+    case SP_TRACEPARENT_BAD_PARENT_ID:
+        return "parent id is not 16 lowercase hex digits";
+    case SP_TRACEPARENT_ZERO_PARENT_ID:
+        return "parent id is all zeros";
+    case SP_TRACEPARENT_BAD_FLAGS:
+        return "trace flags are not two lowercase hex digits";
+    case SP_TRACEPARENT_EXTRA_DATA:
+        return "data after the flags of version 00";
+    }
+    return "unknown traceparent result";
+}
+
+/* ---- tracestate */
+
+static bool
+is_lcalpha(char c)
+{
+    return c >= 'a' && c <= 'z';
+}
+
+static bool
+is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* What may follow the first char of a simple key, tenant id or system id. */
+static bool
+is_key_char(char c)
+{
+    return is_lcalpha(c) || is_digit(c) || c == '_' || c == '-' || c == '*'
+           || c == '/';
+}
+
+static bool
+key_chars_valid(const char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (!is_key_char(s[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+key_valid(const char *k, size_t n)
+{
+    const char *at = memchr(k, '@', n);
+    size_t tenant, system;
+
+    if (at == NULL) {
+        return n >= 1 && n <= SP_TRACESTATE_MAX_KEY_LEN && is_lcalpha(k[0])
+               && key_chars_valid(k + 1, n - 1);
+    }
+    /* A second '@' lands in the system id and fails its char check. */
+    tenant = (size_t)(at - k);
+    system = n - tenant - 1;
+    return tenant >= 1 && tenant <= SP_TRACESTATE_MAX_TENANT_LEN
+           && (is_lcalpha(k[0]) || is_digit(k[0]))
+           && key_chars_valid(k + 1, tenant - 1)
+           && system >= 1 && system <= SP_TRACESTATE_MAX_SYSTEM_LEN
+           && is_lcalpha(at[1]) && key_chars_valid(at + 2, system - 1);
+}
+
+/*
+ * Printable ASCII but ',' and '=', 1..256 chars. The grammar's "must not
+ * end in a space" needs no check: the caller trimmed trailing spaces as
+ * optional whitespace before the ','. So "k=" and "k=  " are invalid.
+ */
+static bool
+value_valid(const char *v, size_t n)
+{
+    size_t i;
+
+    if (n < 1 || n > SP_TRACESTATE_MAX_VALUE_LEN) {
+        return false;
+    }
+    for (i = 0; i < n; i++) {
+        if (v[i] < 0x20 || v[i] > 0x7e || v[i] == ',' || v[i] == '=') {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+key_seen(const sp_tracestate *ts, const char *s, size_t off, size_t n)
+{
+    size_t i;
+    const sp_tracestate_member *m;
+
+    for (i = 0; i < ts->count; i++) {
+        m = &ts->members[i];
+        if (m->key_len == n && memcmp(s + m->key_off, s + off, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static sp_tracestate_result
+tracestate_parse(const char *s, size_t len, sp_tracestate *out)
+{
+    size_t pos = 0, start, end, eq;
+    const char *comma, *equals;
+    bool last = false;
+    sp_tracestate_member *m;
+
+    while (!last) {
+        comma = pos < len ? memchr(s + pos, ',', len - pos) : NULL;
+        last = comma == NULL;
+        start = pos;
+        end = last ? len : (size_t)(comma - s);
+        pos = end + 1;
+
+        trim_ows(s, &start, &end);
+        if (start == end) {
+            continue;
+        }
+        if (out->count == SP_TRACESTATE_MAX_MEMBERS) {
+            return SP_TRACESTATE_TOO_MANY_MEMBERS;
+        }
+        equals = memchr(s + start, '=', end - start);
+        if (equals == NULL) {
+            return SP_TRACESTATE_MISSING_EQUALS;
+        }
+        eq = (size_t)(equals - s);
+        if (!key_valid(s + start, eq - start)) {
+            return SP_TRACESTATE_BAD_KEY;
+        }
+        if (!value_valid(s + eq + 1, end - eq - 1)) {
+            return SP_TRACESTATE_BAD_VALUE;
+        }
+        if (key_seen(out, s, start, eq - start)) {
+            return SP_TRACESTATE_DUPLICATE_KEY;
+        }
+        m = &out->members[out->count++];
+        m->key_off = start;
+        m->key_len = eq - start;
+        m->value_off = eq + 1;
+        m->value_len = end - eq - 1;
+    }
+    return SP_TRACESTATE_OK;
+}
+
+sp_tracestate_result
+sp_tracestate_parse(const char *s, size_t len, sp_tracestate *out)
+{
+    sp_tracestate_result r;
+
+    out->count = 0;
+    r = tracestate_parse(s, len, out);
+    if (r != SP_TRACESTATE_OK) {
+        out->count = 0;
+    }
+    return r;
+}
+
+/* Appends src[0..n) to out[0..cap) at *len, keeping room for the NUL. */
+static void
+append(char *out, size_t cap, size_t *len, const char *src, size_t n)
+{
+    size_t room;
+
+    if (*len + 1 < cap) {
+        room = cap - 1 - *len;
+        memcpy(out + *len, src, n < room ? n : room);
+    }
+    *len += n;
+}
+
+size_t
+sp_tracestate_format(const sp_tracestate *ts, const char *src, char *out,
+                     size_t cap)
+{
+    size_t i, len = 0;
+    const sp_tracestate_member *m;
+
+    for (i = 0; i < ts->count; i++) {
+        m = &ts->members[i];
+        if (i > 0) {
+            append(out, cap, &len, ",", 1);
+        }
+        append(out, cap, &len, src + m->key_off, m->key_len);
+        append(out, cap, &len, "=", 1);
+        append(out, cap, &len, src + m->value_off, m->value_len);
+    }
+    if (cap > 0) {
+        out[len < cap ? len : cap - 1] = '\0';
+    }
+    return len;
+}
+
+const char *
+sp_tracestate_result_text(sp_tracestate_result r)
+{
+    switch (r) {
+    case SP_TRACESTATE_OK:
+        return "valid";
+    case SP_TRACESTATE_TOO_MANY_MEMBERS:
+        return "more than 32 members";
+    case SP_TRACESTATE_MISSING_EQUALS:
+        return "member without '='";
+    case SP_TRACESTATE_BAD_KEY:
+        return "invalid key";
+    case SP_TRACESTATE_BAD_VALUE:
+        return "invalid value";
+    case SP_TRACESTATE_DUPLICATE_KEY:
+        return "duplicate key";
+    }
+    return "unknown tracestate result";
+}
