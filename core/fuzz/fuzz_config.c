@@ -5,6 +5,7 @@
  * line are always terminated and never show a header value.
  */
 #include "sp_config.h"
+#include "sp_selection.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ check_bounds(const sp_config *c)
     double r = sp_config_number(c, SP_SETTING_TRACES_SAMPLER_ARG);
     uint64_t i = sp_config_integer(c, SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL);
 
-    if (!(p > 0 && p <= SP_SELECTION_PROBABILITY_LIMIT) || !(r >= 0 && r <= 1)
+    if (!(p > 0 && p <= SP_SELECTION_PROBABILITY_MAX) || !(r >= 0 && r <= 1)
         || i < 1 || i > 1000
         || sp_config_integer(c, SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE)
            > sp_config_integer(c, SP_SETTING_BSP_MAX_QUEUE_SIZE)

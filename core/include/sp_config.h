@@ -76,8 +76,6 @@ typedef enum sp_sampler {
 #define SP_PROPAGATOR_TRACECONTEXT 0x01u
 #define SP_PROPAGATOR_BAGGAGE      0x02u
 
-#define SP_SELECTION_PROBABILITY_LIMIT 0.10
-
 /* Room for any message this module writes. */
 #define SP_CONFIG_MESSAGE_SIZE 512
 

@@ -1,6 +1,7 @@
 #include "sp_config.h"
 #include "sp_kvlist.h"
 #include "sp_percent.h"
+#include "sp_selection.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,8 +433,8 @@ sp_parse_value(sp_setting s, const char *value, size_t len, bool inverted,
         if (!sp_parse_decimal(value, len, &number) || !(number > 0)) {
             return SP_PARSE_INVALID;
         }
-        if (number > SP_SELECTION_PROBABILITY_LIMIT) {
-            number = SP_SELECTION_PROBABILITY_LIMIT;
+        if (number > SP_SELECTION_PROBABILITY_MAX) {
+            number = SP_SELECTION_PROBABILITY_MAX;
             result = SP_PARSE_CLAMPED;
         }
         out->number = number;
@@ -543,7 +544,8 @@ sp_config_create(sp_server server)
     }
     c->server = server;
     c->value[SP_SETTING_ENABLED].integer = 1;
-    c->value[SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY].number = 0.01;
+    c->value[SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY].number =
+        SP_SELECTION_PROBABILITY_DEFAULT;
     c->value[SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL].integer = 10;
     /* nginx workers are single-threaded; httpd children run many. */
     c->value[SP_SETTING_PROFILER_CALL_STACK_INTERVAL].integer =
