@@ -8,7 +8,7 @@ DEBIAN_PACKAGES="build-essential pkg-config clang libclang-rt-14-dev
 nginx nginx-dev apache2 apache2-dev libapr1-dev libaprutil1-dev
 libprotobuf-c-dev protobuf-c-compiler libgrpc-dev zlib1g-dev
 libunwind-dev libdw-dev libelf-dev libcmocka-dev
-perl nodejs npm golang-go wrk valgrind curl procps"
+perl golang-go wrk valgrind curl procps"
 
 SUDO=
 if [ "$(id -u)" != 0 ]; then
@@ -36,6 +36,11 @@ fi
 top=$(cd "$(dirname "$0")/.." && pwd)
 recv="$top/t/receiver"
 if [ -f "$recv/package.json" ]; then
+    # The machine may bring its own Node.js; Debian's npm only if none.
+    if ! command -v npm >/dev/null 2>&1; then
+        $SUDO env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+    fi
     if [ ! -d "$recv/node_modules" ] \
        || [ "$recv/package-lock.json" -nt "$recv/node_modules/.package-lock.json" ]
     then
