@@ -11,6 +11,7 @@
 
 #include "sp_baggage.h"
 #include "sp_percent.h"
+#include "sp_text.h"
 
 /* The 3 bytes of U+FFFD REPLACEMENT CHARACTER in UTF-8. */
 static const char sp_replacement[3] = { '\xEF', '\xBF', '\xBD' };
@@ -40,17 +41,6 @@ sp_is_baggage_octet(unsigned char c)
 {
     return c == 0x21 || (c >= 0x23 && c <= 0x2B) || (c >= 0x2D && c <= 0x3A)
            || (c >= 0x3C && c <= 0x5B) || (c >= 0x5D && c <= 0x7E);
-}
-
-static size_t
-sp_span_ows(const char *s, size_t len)
-{
-    size_t i = 0;
-
-    while (i < len && (s[i] == ' ' || s[i] == '\t')) {
-        i++;
-    }
-    return i;
 }
 
 static size_t
@@ -123,12 +113,12 @@ sp_parse_member(const char *s, size_t len, sp_member_writer *w,
         return false;
     }
     sp_put(w, s, k);
-    i = k + sp_span_ows(s + k, len - k);
+    i = k + sp_skip_ows(s + k, len - k);
     if (i == len || s[i] != '=') {
         return false;
     }
     i++;
-    i += sp_span_ows(s + i, len - i);
+    i += sp_skip_ows(s + i, len - i);
     v = sp_span_value(s + i, len - i);
     if (!sp_escapes_valid(s + i, v)) {
         return false;
@@ -140,7 +130,7 @@ sp_parse_member(const char *s, size_t len, sp_member_writer *w,
     *value_len = v;
 
     for ( ;; ) {
-        i += sp_span_ows(s + i, len - i);
+        i += sp_skip_ows(s + i, len - i);
         if (i == len) {
             return true;
         }
@@ -148,7 +138,7 @@ sp_parse_member(const char *s, size_t len, sp_member_writer *w,
             return false;
         }
         i++;
-        i += sp_span_ows(s + i, len - i);
+        i += sp_skip_ows(s + i, len - i);
         k = sp_span_token(s + i, len - i);
         if (k == 0) {
             return false;
@@ -156,10 +146,10 @@ sp_parse_member(const char *s, size_t len, sp_member_writer *w,
         sp_put(w, ";", 1);
         sp_put(w, s + i, k);
         i += k;
-        v = sp_span_ows(s + i, len - i);
+        v = sp_skip_ows(s + i, len - i);
         if (i + v < len && s[i + v] == '=') {
             i += v + 1;
-            i += sp_span_ows(s + i, len - i);
+            i += sp_skip_ows(s + i, len - i);
             v = sp_span_value(s + i, len - i);
             if (!sp_escapes_valid(s + i, v)) {
                 return false;
@@ -178,7 +168,7 @@ sp_parse_one(sp_baggage *b, const char *s, size_t len, sp_baggage_counts *c)
     sp_baggage_slot *slot;
     size_t i, key_len, value_len, need;
 
-    i = sp_span_ows(s, len);
+    i = sp_skip_ows(s, len);
     if (i == len) {
         return;
     }

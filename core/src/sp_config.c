@@ -2,6 +2,7 @@
 #include "sp_kvlist.h"
 #include "sp_percent.h"
 #include "sp_selection.h"
+#include "sp_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,24 +173,6 @@ static bool
 sp_equals_nocase(const char *s, size_t len, const char *word)
 {
     return strlen(word) == len && strncasecmp(s, word, len) == 0;
-}
-
-static bool
-sp_is_space(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-static void
-sp_trim(const char **s, size_t *len)
-{
-    while (*len > 0 && sp_is_space(**s)) {
-        (*s)++;
-        (*len)--;
-    }
-    while (*len > 0 && sp_is_space((*s)[*len - 1])) {
-        (*len)--;
-    }
 }
 
 sp_status
@@ -372,7 +355,7 @@ sp_parse_propagators(const char *s, size_t len, uint64_t *out)
         }
         item = s + start;
         n = end - start;
-        sp_trim(&item, &n);
+        sp_trim_ows(&item, &n);
         if (sp_equals_nocase(item, n, "tracecontext")) {
             bits |= SP_PROPAGATOR_TRACECONTEXT;
         } else if (sp_equals_nocase(item, n, "baggage")) {
@@ -419,7 +402,7 @@ sp_parse_value(sp_setting s, const char *value, size_t len, bool inverted,
     uint64_t               integer;
     char                  *text;
 
-    sp_trim(&value, &len);
+    sp_trim_ows(&value, &len);
 
     switch (d->kind) {
     case SP_KIND_FLAG:

@@ -3,6 +3,7 @@
 
 #include "sp_kvlist.h"
 #include "sp_percent.h"
+#include "sp_text.h"
 
 /*
  * sp_kvlist_validate decodes values through a stack buffer of this size,
@@ -24,12 +25,6 @@ typedef struct {
     const char *value;
     size_t value_len;
 } sp_member;
-
-static int
-is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
 
 static int
 is_key_char(unsigned char c)
@@ -63,10 +58,10 @@ next_member(const char *s, size_t len, size_t *pos, sp_member *m)
         } else {
             *pos = (size_t)(e - s) + 1;
         }
-        while (b < e && is_ows(*b)) {
+        while (b < e && sp_is_ows(*b)) {
             b++;
         }
-        while (e > b && is_ows(e[-1])) {
+        while (e > b && sp_is_ows(e[-1])) {
             e--;
         }
         if (b == e) {
@@ -79,11 +74,11 @@ next_member(const char *s, size_t len, size_t *pos, sp_member *m)
         }
         m->key = b;
         m->key_len = (size_t)(eq - b);
-        while (m->key_len > 0 && is_ows(m->key[m->key_len - 1])) {
+        while (m->key_len > 0 && sp_is_ows(m->key[m->key_len - 1])) {
             m->key_len--;
         }
         m->value = eq + 1;
-        while (m->value < e && is_ows(*m->value)) {
+        while (m->value < e && sp_is_ows(*m->value)) {
             m->value++;
         }
         m->value_len = (size_t)(e - m->value);

@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include "sp_tracecontext.h"
+#include "sp_text.h"
 
 /* Field positions in a traceparent: vv-<32>-<16>-ff */
 #define TP_TRACE_ID_POS 3
@@ -52,24 +53,6 @@ all_zero(const uint8_t *bytes, size_t n)
     return acc == 0;
 }
 
-static bool
-is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-/* Narrows [*start, *end) to drop HTTP optional whitespace at both ends. */
-static void
-trim_ows(const char *s, size_t *start, size_t *end)
-{
-    while (*start < *end && is_ows(s[*start])) {
-        (*start)++;
-    }
-    while (*end > *start && is_ows(s[*end - 1])) {
-        (*end)--;
-    }
-}
-
 bool
 sp_trace_id_is_valid(const uint8_t id[SP_TRACE_ID_SIZE])
 {
@@ -107,14 +90,12 @@ sp_hex_format(const uint8_t *bytes, size_t n, char *out)
 sp_traceparent_result
 sp_traceparent_parse(const char *s, size_t len, sp_span_context *out)
 {
-    size_t start = 0, end = len, n;
-    const char *p;
+    size_t n = len;
+    const char *p = s;
     uint8_t version;
     sp_span_context ctx;
 
-    trim_ows(s, &start, &end);
-    p = s + start;
-    n = end - start;
+    sp_trim_ows(&p, &n);
 
     if (n < 2) {
         return SP_TRACEPARENT_BAD_LENGTH;
@@ -317,7 +298,10 @@ tracestate_parse(const char *s, size_t len, sp_tracestate *out)
         end = last ? len : (size_t)(comma - s);
         pos = end + 1;
 
-        trim_ows(s, &start, &end);
+        start += sp_skip_ows(s + start, end - start);
+        while (end > start && sp_is_ows(s[end - 1])) {
+            end--;
+        }
         if (start == end) {
             continue;
         }
