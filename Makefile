@@ -76,7 +76,10 @@ $(BUILD)/nginx/Makefile: config
 	    --builddir=$(B)/nginx --with-cc-opt="$(NGX_CC_OPT)" >$(B)/nginx/configure.log \
 	    || { cat $(B)/nginx/configure.log; exit 1; }
 
+# nginx's Makefile does not know the module links our archive: remove its
+# output so a changed core is always linked in.
 $(NGX_MODULE): $(CORE_LIB) $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.c ngx_module/*.h) $(CORE_HDRS)
+	rm -f $(B)/nginx/ngx_http_spanprof_module.so
 	$(MAKE) --no-print-directory -f $(B)/nginx/Makefile -C $(NGINX_SRC) modules
 	cp $(B)/nginx/ngx_http_spanprof_module.so $@
 

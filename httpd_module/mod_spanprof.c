@@ -34,34 +34,6 @@ typedef struct {
     spanprof_switch  enable;
 } spanprof_dir_conf;
 
-/* Each command's cmd_data points at its setting's id. */
-static sp_setting spanprof_setting_ids[SP_SETTING_COUNT] = {
-    SP_SETTING_ENABLED,
-    SP_SETTING_SNAPSHOT_PROFILER_ENABLED,
-    SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY,
-    SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL,
-    SP_SETTING_PROFILER_ENABLED,
-    SP_SETTING_PROFILER_CALL_STACK_INTERVAL,
-    SP_SETTING_PROFILER_LOGS_ENDPOINT,
-    SP_SETTING_OTLP_ENDPOINT,
-    SP_SETTING_OTLP_TRACES_ENDPOINT,
-    SP_SETTING_OTLP_HEADERS,
-    SP_SETTING_OTLP_TIMEOUT,
-    SP_SETTING_OTLP_CERTIFICATE,
-    SP_SETTING_SERVICE_NAME,
-    SP_SETTING_RESOURCE_ATTRIBUTES,
-    SP_SETTING_TRACES_EXPORTER,
-    SP_SETTING_LOGS_EXPORTER,
-    SP_SETTING_TRACES_SAMPLER,
-    SP_SETTING_TRACES_SAMPLER_ARG,
-    SP_SETTING_PROPAGATORS,
-    SP_SETTING_PROFILER_EXPORT_INTERVAL,
-    SP_SETTING_BSP_SCHEDULE_DELAY,
-    SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE,
-    SP_SETTING_BSP_MAX_QUEUE_SIZE,
-    SP_SETTING_PROFILER_MAX_STACK_DEPTH
-};
-
 static apr_status_t
 spanprof_destroy_config(void *data)
 {
@@ -135,11 +107,11 @@ spanprof_set_enable(cmd_parms *cmd, void *dconf, const char *arg)
 }
 
 /* Every other setting: one exporter serves the whole server, so they live
- * in the main server's configuration only. */
+ * in the main server's configuration only. cmd_data carries the setting. */
 static const char *
 spanprof_set_setting(cmd_parms *cmd, void *dconf, const char *arg)
 {
-    const sp_setting *setting = cmd->info;
+    sp_setting        setting = (sp_setting) (intptr_t) cmd->info;
     const char       *err;
     char              msg[SP_CONFIG_MESSAGE_SIZE];
 
@@ -148,7 +120,7 @@ spanprof_set_setting(cmd_parms *cmd, void *dconf, const char *arg)
         return err;
     }
     if (sp_config_set_directive(spanprof_main_conf(cmd->server)->config,
-                                *setting, cmd->cmd->name, arg, strlen(arg),
+                                setting, cmd->cmd->name, arg, strlen(arg),
                                 msg, sizeof(msg))
         != SP_OK)
     {
@@ -235,73 +207,73 @@ static const command_rec spanprof_commands[] = {
                   RSRC_CONF | ACCESS_CONF,
                   "On or Off: trace requests in this scope"),
     AP_INIT_TAKE1("SpanprofSnapshot", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_SNAPSHOT_PROFILER_ENABLED], RSRC_CONF,
+                  (void *) SP_SETTING_SNAPSHOT_PROFILER_ENABLED, RSRC_CONF,
                   "snapshot profiler enabled; see the README"),
     AP_INIT_TAKE1("SpanprofSnapshotSelectionProbability", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY], RSRC_CONF,
+                  (void *) SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY, RSRC_CONF,
                   "snapshot selection probability; see the README"),
     AP_INIT_TAKE1("SpanprofSnapshotSamplingInterval", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL], RSRC_CONF,
+                  (void *) SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL, RSRC_CONF,
                   "snapshot sampling interval; see the README"),
     AP_INIT_TAKE1("SpanprofProfiler", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_PROFILER_ENABLED], RSRC_CONF,
+                  (void *) SP_SETTING_PROFILER_ENABLED, RSRC_CONF,
                   "profiler enabled; see the README"),
     AP_INIT_TAKE1("SpanprofProfilerCallStackInterval", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_PROFILER_CALL_STACK_INTERVAL], RSRC_CONF,
+                  (void *) SP_SETTING_PROFILER_CALL_STACK_INTERVAL, RSRC_CONF,
                   "profiler call stack interval; see the README"),
     AP_INIT_TAKE1("SpanprofProfilerLogsEndpoint", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_PROFILER_LOGS_ENDPOINT], RSRC_CONF,
+                  (void *) SP_SETTING_PROFILER_LOGS_ENDPOINT, RSRC_CONF,
                   "profiler logs endpoint; see the README"),
     AP_INIT_TAKE1("SpanprofOtlpEndpoint", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_OTLP_ENDPOINT], RSRC_CONF,
+                  (void *) SP_SETTING_OTLP_ENDPOINT, RSRC_CONF,
                   "otlp endpoint; see the README"),
     AP_INIT_TAKE1("SpanprofOtlpTracesEndpoint", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_OTLP_TRACES_ENDPOINT], RSRC_CONF,
+                  (void *) SP_SETTING_OTLP_TRACES_ENDPOINT, RSRC_CONF,
                   "otlp traces endpoint; see the README"),
     AP_INIT_TAKE1("SpanprofOtlpHeaders", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_OTLP_HEADERS], RSRC_CONF,
+                  (void *) SP_SETTING_OTLP_HEADERS, RSRC_CONF,
                   "otlp headers; see the README"),
     AP_INIT_TAKE1("SpanprofOtlpTimeout", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_OTLP_TIMEOUT], RSRC_CONF,
+                  (void *) SP_SETTING_OTLP_TIMEOUT, RSRC_CONF,
                   "otlp timeout; see the README"),
     AP_INIT_TAKE1("SpanprofOtlpCertificate", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_OTLP_CERTIFICATE], RSRC_CONF,
+                  (void *) SP_SETTING_OTLP_CERTIFICATE, RSRC_CONF,
                   "otlp certificate; see the README"),
     AP_INIT_TAKE1("SpanprofServiceName", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_SERVICE_NAME], RSRC_CONF,
+                  (void *) SP_SETTING_SERVICE_NAME, RSRC_CONF,
                   "service name; see the README"),
     AP_INIT_TAKE1("SpanprofResourceAttributes", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_RESOURCE_ATTRIBUTES], RSRC_CONF,
+                  (void *) SP_SETTING_RESOURCE_ATTRIBUTES, RSRC_CONF,
                   "resource attributes; see the README"),
     AP_INIT_TAKE1("SpanprofTracesExporter", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_TRACES_EXPORTER], RSRC_CONF,
+                  (void *) SP_SETTING_TRACES_EXPORTER, RSRC_CONF,
                   "traces exporter; see the README"),
     AP_INIT_TAKE1("SpanprofLogsExporter", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_LOGS_EXPORTER], RSRC_CONF,
+                  (void *) SP_SETTING_LOGS_EXPORTER, RSRC_CONF,
                   "logs exporter; see the README"),
     AP_INIT_TAKE1("SpanprofTracesSampler", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_TRACES_SAMPLER], RSRC_CONF,
+                  (void *) SP_SETTING_TRACES_SAMPLER, RSRC_CONF,
                   "traces sampler; see the README"),
     AP_INIT_TAKE1("SpanprofTracesSamplerArg", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_TRACES_SAMPLER_ARG], RSRC_CONF,
+                  (void *) SP_SETTING_TRACES_SAMPLER_ARG, RSRC_CONF,
                   "traces sampler arg; see the README"),
     AP_INIT_TAKE1("SpanprofPropagators", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_PROPAGATORS], RSRC_CONF,
+                  (void *) SP_SETTING_PROPAGATORS, RSRC_CONF,
                   "propagators; see the README"),
     AP_INIT_TAKE1("SpanprofProfilerExportInterval", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_PROFILER_EXPORT_INTERVAL], RSRC_CONF,
+                  (void *) SP_SETTING_PROFILER_EXPORT_INTERVAL, RSRC_CONF,
                   "profiler export interval; see the README"),
     AP_INIT_TAKE1("SpanprofBspScheduleDelay", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_BSP_SCHEDULE_DELAY], RSRC_CONF,
+                  (void *) SP_SETTING_BSP_SCHEDULE_DELAY, RSRC_CONF,
                   "bsp schedule delay; see the README"),
     AP_INIT_TAKE1("SpanprofBspMaxExportBatchSize", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE], RSRC_CONF,
+                  (void *) SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE, RSRC_CONF,
                   "bsp max export batch size; see the README"),
     AP_INIT_TAKE1("SpanprofBspMaxQueueSize", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_BSP_MAX_QUEUE_SIZE], RSRC_CONF,
+                  (void *) SP_SETTING_BSP_MAX_QUEUE_SIZE, RSRC_CONF,
                   "bsp max queue size; see the README"),
     AP_INIT_TAKE1("SpanprofProfilerMaxStackDepth", spanprof_set_setting,
-                  &spanprof_setting_ids[SP_SETTING_PROFILER_MAX_STACK_DEPTH], RSRC_CONF,
+                  (void *) SP_SETTING_PROFILER_MAX_STACK_DEPTH, RSRC_CONF,
                   "profiler max stack depth; see the README"),
     { NULL }
 };
