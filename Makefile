@@ -17,18 +17,35 @@ CC          ?= cc
 CLANG       ?= clang
 WARN        := -Wall -Wextra -Werror
 CORE_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(WARN) \
-               -fvisibility=hidden -Icore/include -Icore/src
+               -fvisibility=hidden -Icore/include -Icore/src -I$(BUILD)/proto
 # Libraries the core needs at link time; passed to both adapters' builds.
 CORE_LIBS   := -lm
+# The exporter's own: never loaded into a server's workers.
+EXPORT_LIBS := $(shell pkg-config --libs grpc libprotobuf-c zlib libdw 2>/dev/null) \
+               -lelf -lpthread
 
 SAN_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all \
                -fno-omit-frame-pointer
 TEST_LIBS   := -lcmocka $(CORE_LIBS)
 
 CORE_SRCS   := $(sort $(wildcard core/src/*.c))
-CORE_HDRS   := $(wildcard core/include/*.h core/src/*.h)
+CORE_HDRS   := $(wildcard core/include/*.h core/src/*.h core/exporter/*.h)
 CORE_OBJS   := $(CORE_SRCS:core/src/%.c=$(BUILD)/core/%.o)
 CORE_LIB    := $(BUILD)/libspanprof_core.a
+
+# protobuf-c code generated from proto/ at build time, never committed.
+PROTO_FILES := $(sort $(shell find proto -name '*.proto' 2>/dev/null))
+PROTO_C     := $(PROTO_FILES:proto/%.proto=$(BUILD)/proto/%.pb-c.c)
+PROTO_H     := $(PROTO_C:.c=.h)
+PROTO_OBJS  := $(PROTO_C:.c=.o)
+
+# The exporter: core/exporter/ into its own archive, and its main.
+EXPORTER_MAIN := core/exporter/spanprof_exporter.c
+EXPORT_SRCS := $(filter-out $(EXPORTER_MAIN),$(sort $(wildcard core/exporter/*.c)))
+EXPORT_OBJS := $(EXPORT_SRCS:core/exporter/%.c=$(BUILD)/exporter/%.o)
+EXPORT_LIB  := $(BUILD)/libspanprof_export.a
+EXPORTER    := $(if $(wildcard $(EXPORTER_MAIN)),$(BUILD)/spanprof-exporter)
+ALL_SRCS    := $(CORE_SRCS) $(EXPORT_SRCS) $(PROTO_C)
 
 TEST_SRCS   := $(sort $(wildcard core/tests/test_*.c))
 TEST_HDRS   := $(wildcard core/tests/*.h)
@@ -50,7 +67,7 @@ all:
 deps:
 	@tools/deps.sh
 
-build: $(CORE_LIB) $(NGX_MODULE) $(HTTPD_MODULE)
+build: $(CORE_LIB) $(EXPORT_LIB) $(EXPORTER) $(NGX_MODULE) $(HTTPD_MODULE)
 
 core: $(CORE_LIB)
 
@@ -63,6 +80,28 @@ $(BUILD)/core/%.o: core/src/%.c $(CORE_HDRS)
 $(CORE_LIB): $(CORE_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
+
+# --- the exporter's archive and executable
+
+$(BUILD)/proto/%.pb-c.c $(BUILD)/proto/%.pb-c.h: proto/%.proto
+	@mkdir -p $(BUILD)/proto
+	protoc-c --c_out=$(BUILD)/proto -Iproto $<
+
+# Generated code gets the warnings it was written for, not ours.
+$(BUILD)/proto/%.pb-c.o: $(BUILD)/proto/%.pb-c.c $(PROTO_H)
+	$(CC) -std=c11 -O2 -g -fPIC -I$(BUILD)/proto -c $< -o $@
+
+$(BUILD)/exporter/%.o: core/exporter/%.c $(CORE_HDRS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) -Icore/exporter -c $< -o $@
+
+$(EXPORT_LIB): $(EXPORT_OBJS) $(PROTO_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/spanprof-exporter: $(EXPORTER_MAIN) $(EXPORT_LIB) $(CORE_LIB)
+	$(CC) $(CORE_CFLAGS) -Icore/exporter $< $(EXPORT_LIB) $(CORE_LIB) \
+	    $(EXPORT_LIBS) $(CORE_LIBS) -o $@
 
 # --- nginx: Debian's nginx-dev tree, --with-compat, our `config` script
 
@@ -96,19 +135,23 @@ $(HTTPD_MODULE): $(CORE_LIB) $(wildcard httpd_module/*.c httpd_module/*.h) $(COR
 
 # --- tests
 
-$(BUILD)/tests/%: core/tests/%.c $(CORE_LIB) $(TEST_HDRS)
+$(BUILD)/tests/%: core/tests/%.c $(EXPORT_LIB) $(CORE_LIB) $(TEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CORE_CFLAGS) -Icore/tests $< $(CORE_LIB) $(TEST_LIBS) -o $@
+	$(CC) $(CORE_CFLAGS) -Icore/exporter -Icore/tests $< $(EXPORT_LIB) \
+	    $(CORE_LIB) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
 
-# The sanitized tests compile the core's sources again with the sanitizers on.
-$(BUILD)/tests-asan/%: core/tests/%.c $(CORE_SRCS) $(CORE_HDRS) $(TEST_HDRS)
+# The sanitized tests and the fuzzers compile every source again with the
+# sanitizers on (generated protobuf-c code included).
+$(BUILD)/tests-asan/%: core/tests/%.c $(ALL_SRCS) $(CORE_HDRS) $(TEST_HDRS) $(PROTO_H)
 	@mkdir -p $(@D)
-	$(CC) $(CORE_CFLAGS) -O1 $(SAN_FLAGS) -Icore/tests $< $(CORE_SRCS) $(TEST_LIBS) -o $@
+	$(CC) $(CORE_CFLAGS) -Wno-error -O1 $(SAN_FLAGS) -Icore/exporter -Icore/tests \
+	    $< $(ALL_SRCS) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
 
-$(BUILD)/fuzz/%: core/fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
+$(BUILD)/fuzz/%: core/fuzz/%.c $(ALL_SRCS) $(CORE_HDRS) $(PROTO_H)
 	@mkdir -p $(@D)
-	$(CLANG) $(filter-out -O2,$(CORE_CFLAGS)) -O1 -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all $< $(CORE_SRCS) $(CORE_LIBS) -o $@
+	$(CLANG) $(filter-out -O2,$(CORE_CFLAGS)) -Wno-error -O1 \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    -Icore/exporter $< $(ALL_SRCS) $(EXPORT_LIBS) $(CORE_LIBS) -o $@
 
 unit: $(TEST_BINS)
 	@tools/run-unit.sh "unit" $(TEST_BINS)
