@@ -1,0 +1,175 @@
+package Spanprof::Receiver;
+
+# The independent OTLP/gRPC test receiver (t/receiver/receiver.js: grpc-js,
+# otlp-transformer's generated decoders, pprof-format): start it on a
+# port, tell it how to answer, read back what it decoded, stop it. Every
+# receiver started here is stopped when its object goes away, and at the
+# latest when the test process ends, pass or fail.
+
+use strict;
+use warnings;
+
+use JSON::PP ();
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(top_dir free_port read_file write_file);
+
+use Exporter 'import';
+our @EXPORT_OK = qw(attribute);
+
+my %running;    # pid => 1, for the END block
+my $serial = 0;
+
+# undef when the receiver can run, else why not (for skip_all).
+sub unavailable {
+    my $recv = top_dir() . '/t/receiver';
+    return 'node is not installed' if system('node --version >/dev/null 2>&1');
+    return "no $recv/node_modules: run make deps (npm ci in t/receiver)"
+        unless -d "$recv/node_modules/\@grpc/grpc-js"
+            && -d "$recv/node_modules/\@opentelemetry/otlp-transformer"
+            && -d "$recv/node_modules/pprof-format";
+    return undef;
+}
+
+# Spanprof::Receiver->start(dir => $dir, %options). Options:
+#   port     listen here (default: a free port)
+#   host     address to bind (default 127.0.0.1)
+#   tls      [$cert_pem, $key_pem]
+#   args     extra receiver.js arguments, e.g. [--status => 'UNAVAILABLE']
+#   control  a plan written to the control file before start (see control)
+#   wait     0: return without waiting for "listening" (default 1)
+# Dies with the receiver's stderr if it does not listen within 15 s.
+sub start {
+    my ($class, %o) = @_;
+    my $dir = $o{dir} or die 'dir is required';
+    my $n = ++$serial;
+    my $self = bless {
+        dir     => $dir,
+        port    => $o{port} // free_port(),
+        out     => "$dir/receiver-$n.jsonl",
+        control => "$dir/receiver-$n.control",
+        stdout  => "$dir/receiver-$n.stdout",
+        stderr  => "$dir/receiver-$n.stderr",
+    }, $class;
+    write_file($self->{out}, '');
+    $self->control(%{ $o{control} // {} });
+    my @cmd = ('node', top_dir() . '/t/receiver/receiver.js',
+               '--port', $self->{port}, '--out', $self->{out},
+               '--control', $self->{control},
+               '--host', $o{host} // '127.0.0.1');
+    push @cmd, '--tls-cert', $o{tls}[0], '--tls-key', $o{tls}[1] if $o{tls};
+    push @cmd, @{ $o{args} // [] };
+
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', $self->{stdout};
+        open STDERR, '>', $self->{stderr};
+        exec @cmd or die "exec node: $!";
+    }
+    $running{$pid} = 1;
+    $self->{pid} = $pid;
+    return $self if defined $o{wait} && !$o{wait};
+    $self->wait_listening(15) and return $self;
+    my $err = read_file($self->{stderr});
+    $self->stop;
+    die "the receiver did not start on port $self->{port}: $err";
+}
+
+sub wait_listening {
+    my ($self, $timeout) = @_;
+    my $end = time + $timeout;
+    while (time < $end) {
+        return 1 if read_file($self->{stdout}) =~ /^listening (\d+)$/m;
+        if (waitpid($self->{pid}, WNOHANG) == $self->{pid}) {
+            delete $running{ delete $self->{pid} };
+            return 0;
+        }
+        sleep 0.02;
+    }
+    return 0;
+}
+
+sub port   { $_[0]{port} }
+sub pid    { $_[0]{pid} }
+sub stderr { read_file($_[0]{stderr}) }
+
+# Replaces the control file (a rename, so the receiver never reads half
+# of it). control() with no arguments: answer OK again.
+sub control {
+    my ($self, %plan) = @_;
+    my $tmp = "$self->{control}.tmp";
+    write_file($tmp, JSON::PP->new->canonical->encode(\%plan));
+    rename $tmp, $self->{control} or die "rename $tmp: $!";
+}
+
+# Every request recorded so far, decoded from the JSON lines.
+sub requests {
+    my ($self) = @_;
+    my $json = JSON::PP->new;
+    my @r;
+    for my $line (split /\n/, read_file($self->{out})) {
+        push @r, $json->decode($line) if length $line;
+    }
+    return @r;
+}
+
+# Waits until at least $n requests arrived; returns them all.
+sub wait_requests {
+    my ($self, $n, $timeout) = @_;
+    my $end = time + ($timeout // 10);
+    my @r;
+    while (time < $end) {
+        @r = $self->requests;
+        return @r if @r >= $n;
+        sleep 0.02;
+    }
+    return @r;
+}
+
+# SIGTERM, then SIGKILL after 5 s; $signal 'KILL' kills at once.
+sub stop {
+    my ($self, $signal) = @_;
+    my $pid = delete $self->{pid} or return;
+    _stop_pid($pid, $signal);
+}
+
+sub _stop_pid {
+    my ($pid, $signal) = @_;
+    delete $running{$pid};
+    kill $signal // 'TERM', $pid;
+    my $end = time + 5;
+    while (time < $end) {
+        return if waitpid($pid, WNOHANG) != 0;
+        sleep 0.02;
+    }
+    kill 'KILL', $pid;
+    waitpid($pid, 0);
+}
+
+sub DESTROY {
+    my ($self) = @_;
+    local ($?, $!, $@);
+    $self->stop if $self->{pid};
+}
+
+END {
+    local $?;
+    _stop_pid($_) for keys %running;
+}
+
+# The value of the attribute $key in an OTLP KeyValue list, or undef.
+sub attribute {
+    my ($attrs, $key) = @_;
+    for my $kv (@{ $attrs // [] }) {
+        next unless $kv->{key} eq $key;
+        my $v = $kv->{value} // {};
+        return $v->{stringValue} // $v->{intValue} // $v->{boolValue}
+            // $v->{doubleValue};
+    }
+    return undef;
+}
+
+1;
