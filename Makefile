@@ -19,7 +19,7 @@ WARN        := -Wall -Wextra -Werror
 CORE_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(WARN) \
                -fvisibility=hidden -Icore/include -Icore/src -I$(BUILD)/proto
 # Libraries the core needs at link time; passed to both adapters' builds.
-CORE_LIBS   := -lm
+CORE_LIBS   := -lunwind -lm
 # The exporter's own: never loaded into a server's workers.
 EXPORT_LIBS := $(shell pkg-config --libs grpc libprotobuf-c zlib libdw 2>/dev/null) \
                -lelf -lpthread
