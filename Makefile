@@ -60,6 +60,10 @@ HTTPD_MODULE := $(BUILD)/mod_spanprof.so
 
 .PHONY: all deps build core modules test unit unit-asan fuzz prove clean
 
+# Generated sources stay after a build; make would otherwise delete them as
+# intermediates and regenerate them under a concurrent build.
+.SECONDARY: $(PROTO_C) $(PROTO_H)
+
 all:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory build

@@ -120,10 +120,16 @@ typedef struct sp_objects_record {
  * Encoding. Each *_size gives the exact bytes *_encode writes, so a writer
  * can reserve ring space first; encode never writes more. Encoders are
  * async-signal-safe (no allocation, no locks, no library calls but
- * memcpy). Strings longer than their limit are cut (span name and
- * attribute values at SP_SPAN_STRING_MAX bytes).
+ * memcpy). Strings longer than their limit are cut, never inside a UTF-8
+ * sequence (span name, attribute keys and values at SP_SPAN_STRING_MAX
+ * bytes, object paths at SP_OBJECT_PATH_MAX); a tracestate longer than
+ * the longest valid one (SP_TRACESTATE_MAX_LEN) is left out, as a cut one
+ * would not be valid. A sample with more than SP_RECORD_MAX_FRAMES frames
+ * keeps the first ones and is marked truncated. The byte layout is
+ * described in sp_record.c.
  */
 #define SP_SPAN_STRING_MAX 1024
+#define SP_OBJECT_PATH_MAX 4096
 
 SP_API size_t sp_sample_size(uint16_t frame_count);
 SP_API size_t sp_sample_encode(void *dst, const sp_sample *s);
@@ -141,7 +147,12 @@ SP_API size_t sp_objects_encode(void *dst, uint32_t pid,
  * Decoding, from the body of one record of len bytes. SP_OK, or
  * SP_ERR_INVALID for anything that does not hold together (lengths past
  * the end, counts over their limits, unknown enum values, a thread name
- * without NUL). The views point into body.
+ * without NUL, an all-zero trace or span id where one is required, bytes
+ * the layout reserves that are not zero). The views point into body. A
+ * sample's body must be 8-byte
+ * aligned (ring records are), since its frames are pointed at, not
+ * copied. sp_span_attr_at and sp_object_at check the entry again and give
+ * SP_ERR_NOT_FOUND for i >= the count.
  */
 SP_API sp_status sp_sample_decode(const void *body, size_t len,
     sp_sample *out);

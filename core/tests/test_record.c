@@ -1,0 +1,909 @@
+/*
+ * The record codec: every kind round-trips field by field, limits cut as
+ * documented, encoders write exactly their size, and decoders reject each
+ * malformed form (the byte offsets used here are the layout documented in
+ * sp_record.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sp_test.h"
+#include "sp_record.h"
+#include "sp_tracecontext.h"
+
+/* 8-byte aligned, as ring records are; large enough for every test. */
+static uint64_t buf_words[(1 << 20) / 8];
+static unsigned char *const buf = (unsigned char *)buf_words;
+static uint64_t frames[SP_RECORD_MAX_FRAMES + 8];
+
+static void
+put16(unsigned char *p, size_t off, uint16_t v)
+{
+    memcpy(p + off, &v, 2);
+}
+
+static void
+put32(unsigned char *p, size_t off, uint32_t v)
+{
+    memcpy(p + off, &v, 4);
+}
+
+static void
+put64(unsigned char *p, size_t off, uint64_t v)
+{
+    memcpy(p + off, &v, 8);
+}
+
+/* ---- samples */
+
+static sp_sample
+a_sample(uint16_t frame_count)
+{
+    sp_sample s;
+    uint16_t  i;
+
+    memset(&s, 0, sizeof(s));
+    s.time_ns = 1700000000123456789ull;
+    s.period_ns = 10000123;
+    s.pid = 4242;
+    s.tid = 4243;
+    strcpy(s.thread_name, "nginx: worker");
+    s.state = SP_THREAD_BLOCKED;
+    s.source = SP_SOURCE_SNAPSHOT;
+    s.truncated = true;
+    s.has_span = true;
+    for (i = 0; i < 16; i++) {
+        s.trace_id[i] = (uint8_t)(0xa0 + i);
+    }
+    for (i = 0; i < 8; i++) {
+        s.span_id[i] = (uint8_t)(0x10 + i);
+    }
+    for (i = 0; i < frame_count && i < SP_RECORD_MAX_FRAMES + 8; i++) {
+        frames[i] = 0x7f0000001000ull + 0x10 * i + (uint64_t)i * i;
+    }
+    s.frame_count = frame_count;
+    s.frames = frames;
+    return s;
+}
+
+static size_t
+encode_sample(const sp_sample *s)
+{
+    size_t n = sp_sample_encode(buf, s);
+
+    assert_int_equal(n, sp_sample_size(s->frame_count));
+    return n;
+}
+
+static void
+assert_same_sample(const sp_sample *want, const sp_sample *got,
+    uint16_t frames_kept)
+{
+    uint16_t i;
+
+    assert_int_equal(got->time_ns, want->time_ns);
+    assert_int_equal(got->period_ns, want->period_ns);
+    assert_int_equal(got->pid, want->pid);
+    assert_int_equal(got->tid, want->tid);
+    assert_string_equal(got->thread_name, want->thread_name);
+    assert_int_equal(got->state, want->state);
+    assert_int_equal(got->source, want->source);
+    assert_int_equal(got->has_span, want->has_span);
+    assert_memory_equal(got->trace_id, want->trace_id, 16);
+    assert_memory_equal(got->span_id, want->span_id, 8);
+    assert_int_equal(got->frame_count, frames_kept);
+    for (i = 0; i < frames_kept; i++) {
+        assert_int_equal(got->frames[i], want->frames[i]);
+    }
+}
+
+static void
+sample_round_trips_every_field(void **state)
+{
+    sp_sample s = a_sample(3), d;
+    size_t    n;
+
+    (void)state;
+    n = encode_sample(&s);
+    assert_int_equal(n, 72 + 3 * 8);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_same_sample(&s, &d, 3);
+    assert_true(d.truncated);
+    /* frames point into the body, not at the writer's array */
+    assert_ptr_equal(d.frames, buf + 72);
+
+    /* the other values of every enum and flag */
+    s.state = SP_THREAD_RUNNING;
+    s.source = SP_SOURCE_CONTINUOUS;
+    s.truncated = false;
+    n = encode_sample(&s);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_same_sample(&s, &d, 3);
+    assert_false(d.truncated);
+    s.state = SP_THREAD_UNKNOWN;
+    n = encode_sample(&s);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_int_equal(d.state, SP_THREAD_UNKNOWN);
+}
+
+static void
+sample_without_span_has_zero_ids(void **state)
+{
+    sp_sample s = a_sample(1), d;
+    size_t    n;
+
+    (void)state;
+    s.has_span = false;     /* ids left set: the encoder must not copy them */
+    n = encode_sample(&s);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_false(d.has_span);
+    assert_true(d.trace_id[0] == 0 && d.trace_id[15] == 0);
+    assert_true(d.span_id[0] == 0 && d.span_id[7] == 0);
+}
+
+static void
+sample_keeps_max_frames_and_cuts_beyond(void **state)
+{
+    sp_sample s = a_sample(SP_RECORD_MAX_FRAMES), d;
+    size_t    n;
+
+    (void)state;
+    s.truncated = false;
+    n = encode_sample(&s);
+    assert_int_equal(n, 72 + 8 * SP_RECORD_MAX_FRAMES);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_same_sample(&s, &d, SP_RECORD_MAX_FRAMES);
+    assert_false(d.truncated);
+
+    /* more than the maximum: the first ones kept, marked truncated */
+    s = a_sample(SP_RECORD_MAX_FRAMES + 5);
+    s.truncated = false;
+    assert_int_equal(sp_sample_size(s.frame_count),
+                     72 + 8 * SP_RECORD_MAX_FRAMES);
+    n = sp_sample_encode(buf, &s);
+    assert_int_equal(n, 72 + 8 * SP_RECORD_MAX_FRAMES);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_same_sample(&s, &d, SP_RECORD_MAX_FRAMES);
+    assert_true(d.truncated);
+
+    s = a_sample(0);
+    n = encode_sample(&s);
+    assert_int_equal(n, 72);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_int_equal(d.frame_count, 0);
+}
+
+static void
+sample_thread_name_is_cut_and_terminated(void **state)
+{
+    sp_sample s = a_sample(0), d;
+    size_t    n;
+
+    (void)state;
+    memcpy(s.thread_name, "0123456789abcdef", 16);   /* no NUL */
+    n = encode_sample(&s);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_string_equal(d.thread_name, "0123456789abcde");
+    s.thread_name[0] = '\0';
+    n = encode_sample(&s);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    assert_string_equal(d.thread_name, "");
+}
+
+/* Encodes a good sample, lets mutate spoil it, expects SP_ERR_INVALID. */
+static void
+expect_bad_sample(void (*mutate)(unsigned char *p, size_t *len))
+{
+    sp_sample s = a_sample(2), d;
+    size_t    n = encode_sample(&s);
+
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+    mutate(buf, &n);
+    assert_int_equal(sp_sample_decode(buf, n, &d), SP_ERR_INVALID);
+}
+
+static void bad_state_0(unsigned char *p, size_t *n) { (void)n; p[40] = 0; }
+static void bad_state_4(unsigned char *p, size_t *n) { (void)n; p[40] = 4; }
+static void bad_source_0(unsigned char *p, size_t *n) { (void)n; p[41] = 0; }
+static void bad_source_3(unsigned char *p, size_t *n) { (void)n; p[41] = 3; }
+static void bad_flags(unsigned char *p, size_t *n) { (void)n; p[42] |= 4; }
+static void bad_reserved43(unsigned char *p, size_t *n) { (void)n; p[43] = 1; }
+static void bad_reserved46(unsigned char *p, size_t *n) { (void)n; p[47] = 1; }
+static void
+bad_name_no_nul(unsigned char *p, size_t *n)
+{
+    (void)n;
+    memset(p + 24, 'x', 16);
+}
+static void
+bad_count_over_len(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 44, 3);
+}
+static void
+bad_count_under_len(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 44, 1);
+}
+static void
+bad_count_over_max(unsigned char *p, size_t *n)
+{
+    put16(p, 44, SP_RECORD_MAX_FRAMES + 1);
+    *n = 72 + 8 * (SP_RECORD_MAX_FRAMES + 1);
+}
+static void
+bad_trailing(unsigned char *p, size_t *n)
+{
+    (void)p;
+    *n += 8;
+}
+static void
+bad_span_zero_trace(unsigned char *p, size_t *n)
+{
+    (void)n;
+    memset(p + 48, 0, 16);
+}
+static void
+bad_span_zero_span(unsigned char *p, size_t *n)
+{
+    (void)n;
+    memset(p + 64, 0, 8);
+}
+static void
+bad_ids_without_span(unsigned char *p, size_t *n)
+{
+    (void)n;
+    p[42] &= (unsigned char)~2;     /* has_span off, ids still there */
+}
+
+static void
+sample_decoder_rejects_each_malformed_form(void **state)
+{
+    sp_sample s = a_sample(2), d;
+    size_t    n, len;
+
+    (void)state;
+    expect_bad_sample(bad_state_0);
+    expect_bad_sample(bad_state_4);
+    expect_bad_sample(bad_source_0);
+    expect_bad_sample(bad_source_3);
+    expect_bad_sample(bad_flags);
+    expect_bad_sample(bad_reserved43);
+    expect_bad_sample(bad_reserved46);
+    expect_bad_sample(bad_name_no_nul);
+    expect_bad_sample(bad_count_over_len);
+    expect_bad_sample(bad_count_under_len);
+    expect_bad_sample(bad_count_over_max);
+    expect_bad_sample(bad_trailing);
+    expect_bad_sample(bad_span_zero_trace);
+    expect_bad_sample(bad_span_zero_span);
+    expect_bad_sample(bad_ids_without_span);
+
+    /* every truncation */
+    n = encode_sample(&s);
+    for (len = 0; len < n; len++) {
+        assert_int_equal(sp_sample_decode(buf, len, &d), SP_ERR_INVALID);
+    }
+    /* NULL, and a body that is not 8-byte aligned (frames are pointed at) */
+    assert_int_equal(sp_sample_decode(NULL, n, &d), SP_ERR_INVALID);
+    memmove(buf + 4, buf, n);
+    assert_int_equal(sp_sample_decode(buf + 4, n, &d), SP_ERR_INVALID);
+}
+
+/* ---- spans */
+
+static const sp_span_attr attrs3[] = {
+    { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+    { "http.response.status_code", 25, SP_VALUE_INT, NULL, 0, -404 },
+    { "splunk.snapshot.profiling", 25, SP_VALUE_BOOL, NULL, 0, 1 },
+    { "", 0, SP_VALUE_STRING, "", 0, 0 },
+    { "big", 3, SP_VALUE_INT, NULL, 0, INT64_MIN },
+    { "no", 2, SP_VALUE_BOOL, NULL, 0, 0 },
+};
+#define ATTRS3_COUNT ((uint16_t)(sizeof(attrs3) / sizeof(attrs3[0])))
+
+static sp_span_record
+a_span(void)
+{
+    sp_span_record s;
+    int            i;
+
+    memset(&s, 0, sizeof(s));
+    for (i = 0; i < 16; i++) {
+        s.trace_id[i] = (uint8_t)(0x40 + i);
+    }
+    for (i = 0; i < 8; i++) {
+        s.span_id[i] = (uint8_t)(0x80 + i);
+        s.parent_span_id[i] = (uint8_t)(0xc0 + i);
+    }
+    s.trace_flags = 1;
+    s.kind = SP_SPAN_KIND_SERVER;
+    s.status_code = SP_STATUS_ERROR;
+    s.pid = 777;
+    s.start_ns = 1700000000000000001ull;
+    s.end_ns = 1700000000500000002ull;
+    s.name = "GET /api";
+    s.name_len = 8;
+    s.tracestate = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    s.tracestate_len = strlen(s.tracestate);
+    return s;
+}
+
+static size_t
+encode_span(const sp_span_record *s, const sp_span_attr *attrs,
+    uint16_t count)
+{
+    size_t n = sp_span_size(s, attrs, count);
+
+    assert_int_equal(sp_span_encode(buf, s, attrs, count), n);
+    return n;
+}
+
+static void
+assert_attr(const sp_span_record *d, uint16_t i, const sp_span_attr *want,
+    size_t key_len, size_t str_len)
+{
+    sp_span_attr a;
+
+    assert_int_equal(sp_span_attr_at(d, i, &a), SP_OK);
+    assert_int_equal(a.type, want->type);
+    assert_int_equal(a.key_len, key_len);
+    assert_memory_equal(a.key, want->key, key_len);
+    if (want->type == SP_VALUE_STRING) {
+        assert_int_equal(a.str_len, str_len);
+        assert_memory_equal(a.str, want->str, str_len);
+    } else if (want->type == SP_VALUE_BOOL) {
+        assert_int_equal(a.integer, want->integer != 0);
+    } else {
+        assert_int_equal(a.integer, want->integer);
+    }
+}
+
+static void
+span_round_trips_every_field(void **state)
+{
+    sp_span_record s = a_span(), d;
+    sp_span_attr   a;
+    size_t         n;
+    uint16_t       i;
+
+    (void)state;
+    n = encode_span(&s, attrs3, ATTRS3_COUNT);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    assert_memory_equal(d.trace_id, s.trace_id, 16);
+    assert_memory_equal(d.span_id, s.span_id, 8);
+    assert_memory_equal(d.parent_span_id, s.parent_span_id, 8);
+    assert_int_equal(d.trace_flags, s.trace_flags);
+    assert_int_equal(d.kind, s.kind);
+    assert_int_equal(d.status_code, s.status_code);
+    assert_int_equal(d.pid, s.pid);
+    assert_int_equal(d.start_ns, s.start_ns);
+    assert_int_equal(d.end_ns, s.end_ns);
+    assert_int_equal(d.name_len, s.name_len);
+    assert_memory_equal(d.name, s.name, s.name_len);
+    assert_int_equal(d.tracestate_len, s.tracestate_len);
+    assert_memory_equal(d.tracestate, s.tracestate, s.tracestate_len);
+    assert_int_equal(d.attr_count, ATTRS3_COUNT);
+    for (i = 0; i < ATTRS3_COUNT; i++) {
+        assert_attr(&d, i, &attrs3[i], attrs3[i].key_len,
+                    attrs3[i].str_len);
+    }
+    assert_int_equal(sp_span_attr_at(&d, ATTRS3_COUNT, &a),
+                     SP_ERR_NOT_FOUND);
+
+    /* no attributes, no tracestate, a root span, every kind and status */
+    memset(s.parent_span_id, 0, 8);
+    s.tracestate = NULL;
+    s.tracestate_len = 0;
+    for (i = 0; i <= 5; i++) {
+        s.kind = (uint8_t)i;
+        s.status_code = (uint8_t)(i % 3);
+        n = encode_span(&s, NULL, 0);
+        assert_int_equal(n, 64 + s.name_len);
+        assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+        assert_int_equal(d.kind, i);
+        assert_int_equal(d.status_code, i % 3);
+        assert_int_equal(d.attr_count, 0);
+        assert_int_equal(d.tracestate_len, 0);
+        assert_memory_equal(d.parent_span_id, s.parent_span_id, 8);
+    }
+}
+
+static char long_text[SP_TRACESTATE_MAX_LEN + 100];
+
+static void
+span_strings_are_cut_at_their_limits(void **state)
+{
+    sp_span_record s = a_span(), d;
+    sp_span_attr   at[3], a;
+    size_t         n;
+
+    (void)state;
+    memset(long_text, 'a', sizeof(long_text));
+    /* a 2-byte character straddling the limit goes as a whole */
+    long_text[SP_SPAN_STRING_MAX - 1] = (char)0xc3;
+    long_text[SP_SPAN_STRING_MAX] = (char)0xa9;
+    s.name = long_text;
+    s.name_len = 2000;
+    s.tracestate = long_text;
+    s.tracestate_len = SP_TRACESTATE_MAX_LEN + 1;   /* too long: left out */
+    at[0] = (sp_span_attr){ long_text, 1500, SP_VALUE_STRING, long_text,
+                            5000, 0 };
+    at[1] = (sp_span_attr){ "k", 1, SP_VALUE_STRING, long_text + 1,
+                            SP_SPAN_STRING_MAX, 0 };
+    at[2] = (sp_span_attr){ "b", 1, SP_VALUE_BOOL, NULL, 0, 5 };
+    n = encode_span(&s, at, 3);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    assert_int_equal(d.name_len, SP_SPAN_STRING_MAX - 1);
+    assert_memory_equal(d.name, long_text, SP_SPAN_STRING_MAX - 1);
+    assert_int_equal(d.tracestate_len, 0);
+    assert_attr(&d, 0, &at[0], SP_SPAN_STRING_MAX - 1,
+                SP_SPAN_STRING_MAX - 1);
+    /* exactly at the limit: kept whole, even ending in a sequence */
+    assert_attr(&d, 1, &at[1], 1, SP_SPAN_STRING_MAX);
+    /* a bool is 0 or 1 */
+    assert_int_equal(sp_span_attr_at(&d, 2, &a), SP_OK);
+    assert_int_equal(a.integer, 1);
+
+    /* the longest valid tracestate is kept whole */
+    s.tracestate_len = SP_TRACESTATE_MAX_LEN;
+    n = encode_span(&s, NULL, 0);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    assert_int_equal(d.tracestate_len, SP_TRACESTATE_MAX_LEN);
+}
+
+static void
+expect_bad_span(void (*mutate)(unsigned char *p, size_t *len))
+{
+    sp_span_record s = a_span(), d;
+    size_t         n = encode_span(&s, attrs3, ATTRS3_COUNT);
+
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    mutate(buf, &n);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_ERR_INVALID);
+}
+
+/* entry i of the span's attributes */
+#define ATTR(p, i) ((p) + 64 + 16 * (i))
+
+static void sp_kind_6(unsigned char *p, size_t *n) { (void)n; p[53] = 6; }
+static void sp_status_3(unsigned char *p, size_t *n) { (void)n; p[54] = 3; }
+static void sp_rsv55(unsigned char *p, size_t *n) { (void)n; p[55] = 1; }
+static void sp_rsv62(unsigned char *p, size_t *n) { (void)n; p[63] = 1; }
+static void
+sp_zero_trace(unsigned char *p, size_t *n)
+{
+    (void)n;
+    memset(p, 0, 16);
+}
+static void
+sp_zero_span(unsigned char *p, size_t *n)
+{
+    (void)n;
+    memset(p + 16, 0, 8);
+}
+static void
+sp_name_long(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 56, SP_SPAN_STRING_MAX + 1);
+}
+static void
+sp_name_past_end(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 56, 1000);
+}
+static void
+sp_tracestate_long(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 58, SP_TRACESTATE_MAX_LEN + 1);
+}
+static void
+sp_count_past_end(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 60, 0xffff);
+}
+static void
+sp_count_one_more(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 60, ATTRS3_COUNT + 1);
+}
+static void
+sp_trailing(unsigned char *p, size_t *n)
+{
+    (void)p;
+    *n += 1;
+}
+static void
+sp_short(unsigned char *p, size_t *n)
+{
+    (void)p;
+    *n -= 1;
+}
+static void
+sp_type_0(unsigned char *p, size_t *n)
+{
+    (void)n;
+    ATTR(p, 0)[0] = 0;
+}
+static void
+sp_type_4(unsigned char *p, size_t *n)
+{
+    (void)n;
+    ATTR(p, 1)[0] = 4;
+}
+static void
+sp_attr_rsv(unsigned char *p, size_t *n)
+{
+    (void)n;
+    ATTR(p, 1)[1] = 1;
+}
+static void
+sp_bool_2(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put64(ATTR(p, 2), 8, 2);
+}
+static void
+sp_key_in_header(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put32(ATTR(p, 0), 4, 0);    /* inside the fixed part */
+}
+static void
+sp_key_past_end(unsigned char *p, size_t *n)
+{
+    put32(ATTR(p, 0), 4, (uint32_t)*n - 2);
+}
+static void
+sp_key_off_huge(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put32(ATTR(p, 0), 4, 0xfffffff0u);
+}
+static void
+sp_key_len_long(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(ATTR(p, 0), 2, SP_SPAN_STRING_MAX + 1);
+}
+static void
+sp_str_past_end(unsigned char *p, size_t *n)
+{
+    put32(ATTR(p, 0), 8, (uint32_t)*n);
+}
+static void
+sp_str_len_long(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(ATTR(p, 0), 12, SP_SPAN_STRING_MAX + 1);
+}
+static void
+sp_str_rsv(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(ATTR(p, 0), 14, 1);
+}
+
+static void
+span_decoder_rejects_each_malformed_form(void **state)
+{
+    sp_span_record s = a_span(), d;
+    sp_span_attr   a;
+    size_t         n, len;
+
+    (void)state;
+    expect_bad_span(sp_kind_6);
+    expect_bad_span(sp_status_3);
+    expect_bad_span(sp_rsv55);
+    expect_bad_span(sp_rsv62);
+    expect_bad_span(sp_zero_trace);
+    expect_bad_span(sp_zero_span);
+    expect_bad_span(sp_name_long);
+    expect_bad_span(sp_name_past_end);
+    expect_bad_span(sp_tracestate_long);
+    expect_bad_span(sp_count_past_end);
+    expect_bad_span(sp_count_one_more);
+    expect_bad_span(sp_trailing);
+    expect_bad_span(sp_short);
+    expect_bad_span(sp_type_0);
+    expect_bad_span(sp_type_4);
+    expect_bad_span(sp_attr_rsv);
+    expect_bad_span(sp_bool_2);
+    expect_bad_span(sp_key_in_header);
+    expect_bad_span(sp_key_past_end);
+    expect_bad_span(sp_key_off_huge);
+    expect_bad_span(sp_key_len_long);
+    expect_bad_span(sp_str_past_end);
+    expect_bad_span(sp_str_len_long);
+    expect_bad_span(sp_str_rsv);
+
+    n = encode_span(&s, attrs3, ATTRS3_COUNT);
+    for (len = 0; len < n; len++) {
+        assert_int_equal(sp_span_decode(buf, len, &d), SP_ERR_INVALID);
+    }
+    assert_int_equal(sp_span_decode(NULL, n, &d), SP_ERR_INVALID);
+
+    /* sp_span_attr_at checks a record it did not decode */
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    d.attrs_len = 64 + 16 * 2;     /* entries cut off */
+    assert_int_equal(sp_span_attr_at(&d, 0, &a), SP_ERR_INVALID);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    d.attrs_len = n - 1;           /* the last key now past the end */
+    assert_int_equal(sp_span_attr_at(&d, 2, &a), SP_OK);
+    assert_int_equal(sp_span_attr_at(&d, ATTRS3_COUNT - 1, &a),
+                     SP_ERR_INVALID);
+    d.attrs = NULL;
+    assert_int_equal(sp_span_attr_at(&d, 0, &a), SP_ERR_INVALID);
+}
+
+/* ---- objects */
+
+static sp_object objs[3];
+
+static void
+make_objects(void)
+{
+    static const char *paths[3] = {
+        "/usr/sbin/nginx", "/lib/x86_64-linux-gnu/libc.so.6", ""
+    };
+    int i, j;
+
+    memset(objs, 0, sizeof(objs));
+    for (i = 0; i < 3; i++) {
+        objs[i].start = 0x555500000000ull + 0x100000ull * (uint64_t)i;
+        objs[i].end = objs[i].start + 0x8000 + (uint64_t)i;
+        objs[i].load_bias = objs[i].start - 0x1000;
+        objs[i].file_offset = 0x1000 * (uint64_t)(i + 1);
+        objs[i].path = paths[i];
+        objs[i].path_len = strlen(paths[i]);
+    }
+    for (j = 0; j < SP_BUILD_ID_MAX; j++) {
+        objs[0].build_id[j] = (uint8_t)(0xb0 + j);
+    }
+    objs[0].build_id_len = SP_BUILD_ID_MAX;
+    objs[1].build_id_len = 0;
+    for (j = 0; j < 8; j++) {
+        objs[2].build_id[j] = (uint8_t)(1 + j);
+    }
+    objs[2].build_id_len = 8;
+}
+
+static size_t
+encode_objects(const sp_object *o, uint16_t count)
+{
+    size_t n = sp_objects_size(o, count);
+
+    assert_int_equal(sp_objects_encode(buf, 99, 7, o, count), n);
+    return n;
+}
+
+static void
+objects_round_trip_every_field(void **state)
+{
+    sp_objects_record r;
+    sp_object         o;
+    size_t            n;
+    uint16_t          i;
+
+    (void)state;
+    make_objects();
+    n = encode_objects(objs, 3);
+    assert_int_equal(sp_objects_decode(buf, n, &r), SP_OK);
+    assert_int_equal(r.pid, 99);
+    assert_int_equal(r.generation, 7);
+    assert_int_equal(r.count, 3);
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(sp_object_at(&r, i, &o), SP_OK);
+        assert_int_equal(o.start, objs[i].start);
+        assert_int_equal(o.end, objs[i].end);
+        assert_int_equal(o.load_bias, objs[i].load_bias);
+        assert_int_equal(o.file_offset, objs[i].file_offset);
+        assert_int_equal(o.build_id_len, objs[i].build_id_len);
+        assert_memory_equal(o.build_id, objs[i].build_id, SP_BUILD_ID_MAX);
+        assert_int_equal(o.path_len, objs[i].path_len);
+        assert_memory_equal(o.path, objs[i].path, o.path_len);
+    }
+    assert_int_equal(sp_object_at(&r, 3, &o), SP_ERR_NOT_FOUND);
+
+    n = encode_objects(objs, 0);
+    assert_int_equal(n, 16);
+    assert_int_equal(sp_objects_decode(buf, n, &r), SP_OK);
+    assert_int_equal(r.count, 0);
+}
+
+static char long_path[SP_OBJECT_PATH_MAX + 1000];
+
+static void
+objects_cut_long_paths_and_build_ids(void **state)
+{
+    sp_objects_record r;
+    sp_object         o;
+    size_t            n;
+
+    (void)state;
+    make_objects();
+    memset(long_path, '/', sizeof(long_path));
+    objs[1].path = long_path;
+    objs[1].path_len = sizeof(long_path);
+    objs[2].build_id_len = SP_BUILD_ID_MAX + 5;
+    n = encode_objects(objs, 3);
+    assert_int_equal(sp_objects_decode(buf, n, &r), SP_OK);
+    assert_int_equal(sp_object_at(&r, 1, &o), SP_OK);
+    assert_int_equal(o.path_len, SP_OBJECT_PATH_MAX);
+    assert_int_equal(sp_object_at(&r, 2, &o), SP_OK);
+    assert_int_equal(o.build_id_len, SP_BUILD_ID_MAX);
+}
+
+static void
+expect_bad_objects(void (*mutate)(unsigned char *p, size_t *len))
+{
+    sp_objects_record r;
+    size_t            n;
+
+    make_objects();
+    n = encode_objects(objs, 3);
+    assert_int_equal(sp_objects_decode(buf, n, &r), SP_OK);
+    mutate(buf, &n);
+    assert_int_equal(sp_objects_decode(buf, n, &r), SP_ERR_INVALID);
+}
+
+#define OBJ(p, i) ((p) + 16 + 64 * (i))
+
+static void ob_rsv10(unsigned char *p, size_t *n) { (void)n; p[10] = 1; }
+static void ob_rsv12(unsigned char *p, size_t *n) { (void)n; p[15] = 1; }
+static void
+ob_count_over(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 8, 4);
+}
+static void
+ob_count_huge(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(p, 8, 0xffff);
+}
+static void
+ob_id_len(unsigned char *p, size_t *n)
+{
+    (void)n;
+    OBJ(p, 0)[52] = SP_BUILD_ID_MAX + 1;
+}
+static void
+ob_id_tail(unsigned char *p, size_t *n)
+{
+    (void)n;
+    OBJ(p, 2)[32 + 10] = 1;     /* past its 8 bytes */
+}
+static void
+ob_rsv53(unsigned char *p, size_t *n)
+{
+    (void)n;
+    OBJ(p, 1)[53] = 1;
+}
+static void
+ob_rsv60(unsigned char *p, size_t *n)
+{
+    (void)n;
+    OBJ(p, 1)[63] = 1;
+}
+static void
+ob_start_after_end(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put64(OBJ(p, 1), 0, 0xffffffffffffull);
+}
+static void
+ob_path_past_end(unsigned char *p, size_t *n)
+{
+    put32(OBJ(p, 0), 56, (uint32_t)*n - 3);
+}
+static void
+ob_path_in_table(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put32(OBJ(p, 0), 56, 16);
+}
+static void
+ob_path_len_long(unsigned char *p, size_t *n)
+{
+    (void)n;
+    put16(OBJ(p, 0), 54, SP_OBJECT_PATH_MAX + 1);
+}
+static void
+ob_trailing(unsigned char *p, size_t *n)
+{
+    (void)p;
+    *n += 3;
+}
+
+static void
+objects_decoder_rejects_each_malformed_form(void **state)
+{
+    sp_objects_record r;
+    sp_object         o;
+    size_t            n, len;
+
+    (void)state;
+    expect_bad_objects(ob_rsv10);
+    expect_bad_objects(ob_rsv12);
+    expect_bad_objects(ob_count_over);
+    expect_bad_objects(ob_count_huge);
+    expect_bad_objects(ob_id_len);
+    expect_bad_objects(ob_id_tail);
+    expect_bad_objects(ob_rsv53);
+    expect_bad_objects(ob_rsv60);
+    expect_bad_objects(ob_start_after_end);
+    expect_bad_objects(ob_path_past_end);
+    expect_bad_objects(ob_path_in_table);
+    expect_bad_objects(ob_path_len_long);
+    expect_bad_objects(ob_trailing);
+
+    make_objects();
+    n = encode_objects(objs, 3);
+    for (len = 0; len < n; len++) {
+        assert_int_equal(sp_objects_decode(buf, len, &r), SP_ERR_INVALID);
+    }
+    assert_int_equal(sp_objects_decode(NULL, n, &r), SP_ERR_INVALID);
+    assert_int_equal(sp_objects_decode(buf, n, &r), SP_OK);
+    r.objects_len = 16 + 64;    /* the table cut off */
+    assert_int_equal(sp_object_at(&r, 0, &o), SP_ERR_INVALID);
+}
+
+/* ---- encoders write exactly *_size bytes */
+
+static void
+encoders_never_write_past_their_size(void **state)
+{
+    sp_sample      s = a_sample(17);
+    sp_span_record sp = a_span();
+    size_t         n, i;
+
+    (void)state;
+    make_objects();
+    memset(buf, 0xee, 65536);
+    n = sp_sample_encode(buf, &s);
+    for (i = n; i < n + 256; i++) {
+        assert_int_equal(buf[i], 0xee);
+    }
+    memset(buf, 0xee, 65536);
+    n = sp_span_encode(buf, &sp, attrs3, ATTRS3_COUNT);
+    assert_int_equal(n, sp_span_size(&sp, attrs3, ATTRS3_COUNT));
+    for (i = n; i < n + 256; i++) {
+        assert_int_equal(buf[i], 0xee);
+    }
+    memset(buf, 0xee, 65536);
+    n = sp_objects_encode(buf, 1, 2, objs, 3);
+    assert_int_equal(n, sp_objects_size(objs, 3));
+    for (i = n; i < n + 256; i++) {
+        assert_int_equal(buf[i], 0xee);
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sample_round_trips_every_field),
+        cmocka_unit_test(sample_without_span_has_zero_ids),
+        cmocka_unit_test(sample_keeps_max_frames_and_cuts_beyond),
+        cmocka_unit_test(sample_thread_name_is_cut_and_terminated),
+        cmocka_unit_test(sample_decoder_rejects_each_malformed_form),
+        cmocka_unit_test(span_round_trips_every_field),
+        cmocka_unit_test(span_strings_are_cut_at_their_limits),
+        cmocka_unit_test(span_decoder_rejects_each_malformed_form),
+        cmocka_unit_test(objects_round_trip_every_field),
+        cmocka_unit_test(objects_cut_long_paths_and_build_ids),
+        cmocka_unit_test(objects_decoder_rejects_each_malformed_form),
+        cmocka_unit_test(encoders_never_write_past_their_size),
+    };
+
+    return cmocka_run_group_tests_name("record", tests, NULL, NULL);
+}
