@@ -1,0 +1,837 @@
+#include "sp_otlp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Field numbers of proto/opentelemetry/... The request, resource and
+ * scope levels are the same for logs and traces: request field 1 holds a
+ * ResourceLogs/ResourceSpans, whose field 1 is the Resource and field 2
+ * the ScopeLogs/ScopeSpans, whose field 1 is the scope and field 2 a
+ * LogRecord/Span. All of them below 16, so every tag is one byte.
+ */
+#define OF_REQUEST_RESOURCE 1
+#define OF_RESOURCE         1
+#define OF_SCOPES           2
+#define OF_SCOPE            1
+#define OF_SCOPE_ITEM       2
+
+#define OF_RESOURCE_ATTR    1
+#define OF_SCOPE_NAME       1
+#define OF_SCOPE_VERSION    2
+#define OF_KV_KEY           1
+#define OF_KV_VALUE         2
+#define OF_ANY_STRING       1
+#define OF_ANY_BOOL         2
+#define OF_ANY_INT          3
+
+#define OF_LOG_TIME         1
+#define OF_LOG_BODY         5
+#define OF_LOG_ATTR         6
+#define OF_LOG_TRACE_ID     9
+#define OF_LOG_SPAN_ID      10
+#define OF_LOG_OBSERVED     11
+
+#define OF_SPAN_TRACE_ID    1
+#define OF_SPAN_SPAN_ID     2
+#define OF_SPAN_TRACE_STATE 3
+#define OF_SPAN_PARENT      4
+#define OF_SPAN_NAME        5
+#define OF_SPAN_KIND        6
+#define OF_SPAN_START       7
+#define OF_SPAN_END         8
+#define OF_SPAN_ATTR        9
+#define OF_SPAN_STATUS      15
+#define OF_SPAN_FLAGS       16
+#define OF_STATUS_CODE      3
+
+#define SP_SPAN_FLAGS_HAS_IS_REMOTE 0x100u
+#define SP_SPAN_FLAGS_IS_REMOTE     0x200u
+#define SP_SPAN_KIND_MAX            5
+
+/* ---- requests grouped by worker */
+
+typedef struct sp_ob_group {
+    uint32_t pid;
+    sp_buf   resource;  /* the Resource message's fields */
+    sp_buf   items;     /* the scope message's LogRecord/Span fields */
+} sp_ob_group;
+
+typedef struct sp_ob_batch {
+    size_t       max_bytes;
+    size_t       size;      /* of the serialized request */
+    size_t       count;     /* records */
+    sp_buf       scope;     /* the InstrumentationScope message's fields */
+    sp_ob_group *groups;
+    size_t       groups_len;
+    size_t       groups_cap;    /* initialized slots, reused after reset */
+    size_t       last;          /* the group used last: pids come in runs */
+} sp_ob_batch;
+
+static size_t
+sp_ob_field(size_t body)
+{
+    return 1 + sp_pb_varint_size(body) + body;
+}
+
+static size_t
+sp_ob_scope_body(const sp_ob_batch *b, const sp_ob_group *g)
+{
+    return sp_ob_field(b->scope.len) + g->items.len;
+}
+
+static size_t
+sp_ob_group_body(const sp_ob_batch *b, const sp_ob_group *g)
+{
+    return sp_ob_field(g->resource.len)
+           + sp_ob_field(sp_ob_scope_body(b, g));
+}
+
+/* Bytes the group adds to the request. */
+static size_t
+sp_ob_group_size(const sp_ob_batch *b, const sp_ob_group *g)
+{
+    return sp_ob_field(sp_ob_group_body(b, g));
+}
+
+static sp_status
+sp_ob_init(sp_ob_batch *b, const sp_otlp_builder_options *o,
+           const char *scope, const char *version)
+{
+    memset(b, 0, sizeof(*b));
+    b->max_bytes = o != NULL && o->max_bytes != 0 ? o->max_bytes
+                                                  : SP_OTLP_DEFAULT_MAX_BYTES;
+    if (b->max_bytes < SP_OTLP_MIN_MAX_BYTES) {
+        return SP_ERR_INVALID;
+    }
+    sp_buf_init(&b->scope, 0);
+    sp_pb_cstring(&b->scope, OF_SCOPE_NAME, scope);
+    sp_pb_cstring(&b->scope, OF_SCOPE_VERSION, version);
+    return sp_buf_status(&b->scope);
+}
+
+static void
+sp_ob_free(sp_ob_batch *b)
+{
+    size_t i;
+
+    for (i = 0; i < b->groups_cap; i++) {
+        sp_buf_free(&b->groups[i].resource);
+        sp_buf_free(&b->groups[i].items);
+    }
+    free(b->groups);
+    sp_buf_free(&b->scope);
+}
+
+/*
+ * Memory is kept for the next request unless the slots hold more than
+ * twice max_bytes between them: each slot's buffers stay within their
+ * bound, but over many requests the big ones could be different slots.
+ */
+static void
+sp_ob_reset(sp_ob_batch *b)
+{
+    size_t i, held = 0;
+
+    for (i = 0; i < b->groups_cap; i++) {
+        held += b->groups[i].resource.cap + b->groups[i].items.cap;
+    }
+    for (i = 0; i < b->groups_cap; i++) {
+        if (held > 2 * b->max_bytes) {
+            sp_buf_free(&b->groups[i].resource);
+            sp_buf_free(&b->groups[i].items);
+        }
+        sp_buf_clear(&b->groups[i].resource);
+        sp_buf_clear(&b->groups[i].items);
+    }
+    b->groups_len = 0;
+    b->size = 0;
+    b->count = 0;
+    b->last = 0;
+}
+
+static void
+sp_ob_kv_begin(sp_buf *out, uint32_t field, const char *key, size_t key_len,
+               size_t *kv, size_t *any)
+{
+    *kv = sp_pb_begin(out, field);
+    sp_pb_string(out, OF_KV_KEY, key, key_len);
+    *any = sp_pb_begin(out, OF_KV_VALUE);
+}
+
+static void
+sp_ob_kv_end(sp_buf *out, size_t kv, size_t any)
+{
+    sp_pb_end(out, any);
+    sp_pb_end(out, kv);
+}
+
+static void
+sp_ob_kv_string(sp_buf *out, uint32_t field, const char *key,
+                size_t key_len, const char *value, size_t len)
+{
+    size_t kv, any;
+
+    sp_ob_kv_begin(out, field, key, key_len, &kv, &any);
+    sp_pb_string(out, OF_ANY_STRING, value, len);
+    sp_ob_kv_end(out, kv, any);
+}
+
+static void
+sp_ob_kv_int(sp_buf *out, uint32_t field, const char *key, size_t key_len,
+             int64_t value)
+{
+    size_t kv, any;
+
+    sp_ob_kv_begin(out, field, key, key_len, &kv, &any);
+    sp_pb_uint(out, OF_ANY_INT, (uint64_t)value);
+    sp_ob_kv_end(out, kv, any);
+}
+
+static void
+sp_ob_kv_bool(sp_buf *out, uint32_t field, const char *key, size_t key_len,
+              bool value)
+{
+    size_t kv, any;
+
+    sp_ob_kv_begin(out, field, key, key_len, &kv, &any);
+    sp_pb_uint(out, OF_ANY_BOOL, value ? 1 : 0);
+    sp_ob_kv_end(out, kv, any);
+}
+
+#define SP_KEY(s) (s), (sizeof(s) - 1)
+
+static void
+sp_ob_kv_cstr(sp_buf *out, uint32_t field, const char *key, size_t key_len,
+              const char *value)
+{
+    sp_ob_kv_string(out, field, key, key_len, value, strlen(value));
+}
+
+static void
+sp_ob_encode_resource(sp_buf *out, const sp_resource *res, uint32_t pid)
+{
+    const char *key;
+    const char *value;
+    size_t      i, n;
+    bool        pid_done = false;
+
+    n = res != NULL ? sp_resource_count(res) : 0;
+    for (i = 0; i < n; i++) {
+        key = sp_resource_key(res, i);
+        if (strcmp(key, "process.pid") == 0) {
+            sp_ob_kv_int(out, OF_RESOURCE_ATTR, SP_KEY("process.pid"), pid);
+            pid_done = true;
+        } else if (sp_resource_type(res, i) == SP_ATTR_STRING) {
+            value = sp_resource_string(res, i);
+            sp_ob_kv_cstr(out, OF_RESOURCE_ATTR, key, strlen(key),
+                          value != NULL ? value : "");
+        } else {
+            sp_ob_kv_int(out, OF_RESOURCE_ATTR, key, strlen(key),
+                         sp_resource_int(res, i));
+        }
+    }
+    if (!pid_done) {
+        sp_ob_kv_int(out, OF_RESOURCE_ATTR, SP_KEY("process.pid"), pid);
+    }
+}
+
+/*
+ * The group of pid, made with res if new (*created). Its size is counted
+ * in b->size; a new group that then gets no record must be dropped with
+ * sp_ob_drop_new.
+ */
+static sp_status
+sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
+                sp_ob_group **out, bool *created)
+{
+    sp_ob_group *g;
+    size_t       i, cap, size;
+    sp_status    rc;
+
+    *created = false;
+    if (b->last < b->groups_len && b->groups[b->last].pid == pid) {
+        *out = &b->groups[b->last];
+        return SP_OK;
+    }
+    for (i = 0; i < b->groups_len; i++) {
+        if (b->groups[i].pid == pid) {
+            b->last = i;
+            *out = &b->groups[i];
+            return SP_OK;
+        }
+    }
+    if (b->groups_len == SP_OTLP_MAX_RESOURCES) {
+        return SP_ERR_TOO_LONG;
+    }
+    if (b->groups_len == b->groups_cap) {
+        cap = b->groups_cap != 0 ? b->groups_cap * 2 : 8;
+        g = realloc(b->groups, cap * sizeof(*g));
+        if (g == NULL) {
+            return SP_ERR_NOMEM;
+        }
+        b->groups = g;
+        for (i = b->groups_cap; i < cap; i++) {
+            sp_buf_init(&g[i].resource, 0);
+            sp_buf_init(&g[i].items, 0);
+        }
+        b->groups_cap = cap;
+    }
+    g = &b->groups[b->groups_len];
+    g->pid = pid;
+    sp_buf_clear(&g->resource);
+    sp_buf_clear(&g->items);
+    g->resource.limit = b->max_bytes;
+    g->items.limit = b->max_bytes;
+    sp_ob_encode_resource(&g->resource, res, pid);
+    if ((rc = sp_buf_status(&g->resource)) != SP_OK) {
+        return rc;
+    }
+    size = sp_ob_group_size(b, g);
+    if (b->size + size > b->max_bytes) {
+        return SP_ERR_TOO_LONG;
+    }
+    b->size += size;
+    b->last = b->groups_len++;
+    *created = true;
+    *out = g;
+    return SP_OK;
+}
+
+static void
+sp_ob_drop_new(sp_ob_batch *b, sp_ob_group *g)
+{
+    b->size -= sp_ob_group_size(b, g);
+    b->groups_len--;
+    b->last = 0;
+}
+
+/* One record being written into a group. */
+typedef struct sp_ob_item {
+    sp_ob_group *g;
+    bool         created;   /* the group is new for this record */
+    size_t       start;     /* items.len before it */
+    size_t       before;    /* the group's size before it */
+    size_t       mark;
+} sp_ob_item;
+
+static sp_status
+sp_ob_item_begin(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
+                 sp_ob_item *it)
+{
+    sp_status rc;
+
+    rc = sp_ob_group_get(b, res, pid, &it->g, &it->created);
+    if (rc != SP_OK) {
+        return rc;
+    }
+    it->start = it->g->items.len;
+    it->before = sp_ob_group_size(b, it->g);
+    it->mark = sp_pb_begin(&it->g->items, OF_SCOPE_ITEM);
+    return SP_OK;
+}
+
+/* Closes the record and counts it, or takes it back out (and its group
+ * if new) when it failed or would pass the bound. */
+static sp_status
+sp_ob_item_end(sp_ob_batch *b, sp_ob_item *it)
+{
+    size_t    after;
+    sp_status rc;
+
+    rc = sp_pb_end(&it->g->items, it->mark);
+    if (rc == SP_OK) {
+        after = sp_ob_group_size(b, it->g);
+        if (b->size - it->before + after <= b->max_bytes) {
+            b->size = b->size - it->before + after;
+            b->count++;
+            return SP_OK;
+        }
+        rc = SP_ERR_TOO_LONG;
+    }
+    sp_buf_truncate(&it->g->items, it->start);
+    if (it->created) {
+        sp_ob_drop_new(b, it->g);
+    }
+    return rc;
+}
+
+static sp_status
+sp_ob_serialize(const sp_ob_batch *b, sp_buf *out)
+{
+    const sp_ob_group *g;
+    size_t             i, start = out->len;
+    sp_status          rc;
+
+    if (out->err != SP_OK) {
+        return out->err;
+    }
+    if (sp_buf_reserve(out, b->size) != SP_OK) {
+        return out->err;
+    }
+    /* Lengths are known: no nested message is moved. */
+    for (i = 0; i < b->groups_len; i++) {
+        g = &b->groups[i];
+        sp_pb_put_varint(out, (OF_REQUEST_RESOURCE << 3) | 2);
+        sp_pb_put_varint(out, sp_ob_group_body(b, g));
+        sp_pb_bytes(out, OF_RESOURCE, g->resource.data, g->resource.len);
+        sp_pb_put_varint(out, (OF_SCOPES << 3) | 2);
+        sp_pb_put_varint(out, sp_ob_scope_body(b, g));
+        sp_pb_bytes(out, OF_SCOPE, b->scope.data, b->scope.len);
+        sp_buf_append(out, g->items.data, g->items.len);
+    }
+    if ((rc = out->err) != SP_OK) {
+        sp_buf_truncate(out, start);
+        out->err = rc;
+    }
+    return rc;
+}
+
+/* ---- logs */
+
+struct sp_otlp_logs {
+    sp_ob_batch batch;
+    int         gzip_level;
+    sp_buf      gz;         /* the gzip of the profile being added */
+    sp_buf      text;       /* the body of the text record being added */
+};
+
+const char *
+sp_otlp_source_name(uint8_t source)
+{
+    switch (source) {
+    case SP_SOURCE_SNAPSHOT:
+        return "snapshot";
+    case SP_SOURCE_CONTINUOUS:
+        return "continuous";
+    default:
+        return NULL;
+    }
+}
+
+sp_status
+sp_otlp_logs_create(const sp_otlp_builder_options *options,
+                    sp_otlp_logs **out)
+{
+    sp_otlp_logs *l;
+    sp_status     rc;
+    int           level;
+
+    if (out == NULL) {
+        return SP_ERR_INVALID;
+    }
+    level = options != NULL ? options->gzip_level : 0;
+    if (level < 0 || level > 9) {
+        return SP_ERR_INVALID;
+    }
+    l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        return SP_ERR_NOMEM;
+    }
+    rc = sp_ob_init(&l->batch, options, SP_OTLP_PROFILING_SCOPE,
+                    SP_OTLP_PROFILING_SCOPE_VERSION);
+    if (rc != SP_OK) {
+        sp_otlp_logs_destroy(l);
+        return rc;
+    }
+    l->gzip_level = level != 0 ? level : SP_OTLP_DEFAULT_GZIP_LEVEL;
+    /* The gzip is bounded by the profile given; the text by the request. */
+    sp_buf_init(&l->gz, 0);
+    sp_buf_init(&l->text, l->batch.max_bytes);
+    *out = l;
+    return SP_OK;
+}
+
+void
+sp_otlp_logs_destroy(sp_otlp_logs *l)
+{
+    if (l == NULL) {
+        return;
+    }
+    sp_ob_free(&l->batch);
+    sp_buf_free(&l->gz);
+    sp_buf_free(&l->text);
+    free(l);
+}
+
+void
+sp_otlp_logs_reset(sp_otlp_logs *l)
+{
+    sp_ob_reset(&l->batch);
+    /* A profile's gzip can be large: do not keep it between requests. */
+    sp_buf_free(&l->gz);
+    sp_buf_clear(&l->text);
+}
+
+size_t
+sp_otlp_logs_count(const sp_otlp_logs *l)
+{
+    return l->batch.count;
+}
+
+size_t
+sp_otlp_logs_size(const sp_otlp_logs *l)
+{
+    return l->batch.size;
+}
+
+/* The attributes every profiling LogRecord has. */
+static void
+sp_otlp_log_common(sp_buf *b, const char *format, const char *source)
+{
+    sp_ob_kv_cstr(b, OF_LOG_ATTR, SP_KEY("com.splunk.sourcetype"),
+                  "otel.profiling");
+    sp_ob_kv_cstr(b, OF_LOG_ATTR, SP_KEY("profiling.data.type"), "cpu");
+    sp_ob_kv_cstr(b, OF_LOG_ATTR, SP_KEY("profiling.data.format"), format);
+    sp_ob_kv_cstr(b, OF_LOG_ATTR,
+                  SP_KEY("profiling.instrumentation.source"), source);
+}
+
+sp_status
+sp_otlp_logs_add_pprof(sp_otlp_logs *l, const sp_resource *res,
+                       uint32_t pid, uint8_t source, uint64_t time_ns,
+                       uint64_t observed_ns, const void *profile, size_t len,
+                       uint64_t total_frames)
+{
+    const char *src = sp_otlp_source_name(source);
+    sp_ob_item  it;
+    sp_buf     *b;
+    size_t      body;
+    sp_status   rc;
+
+    if (l == NULL || src == NULL || (profile == NULL && len > 0)
+        || total_frames > INT64_MAX)
+    {
+        return SP_ERR_INVALID;
+    }
+    sp_buf_clear(&l->gz);
+    rc = sp_gzip(&l->gz, profile, len, l->gzip_level);
+    if (rc != SP_OK) {
+        return rc;
+    }
+    if (sp_base64_size(l->gz.len) > l->batch.max_bytes) {
+        return SP_ERR_TOO_LONG;
+    }
+    if ((rc = sp_ob_item_begin(&l->batch, res, pid, &it)) != SP_OK) {
+        return rc;
+    }
+    b = &it.g->items;
+    sp_pb_fixed64(b, OF_LOG_TIME, time_ns);
+    body = sp_pb_begin(b, OF_LOG_BODY);
+    sp_pb_put_varint(b, (OF_ANY_STRING << 3) | 2);
+    sp_pb_put_varint(b, sp_base64_size(l->gz.len));
+    sp_base64_encode(b, l->gz.data, l->gz.len);
+    sp_pb_end(b, body);
+    sp_otlp_log_common(b, "pprof-gzip-base64", src);
+    sp_ob_kv_int(b, OF_LOG_ATTR, SP_KEY("profiling.data.total.frame.count"),
+                 (int64_t)total_frames);
+    sp_pb_fixed64(b, OF_LOG_OBSERVED, observed_ns != 0 ? observed_ns
+                                                       : time_ns);
+    return sp_ob_item_end(&l->batch, &it);
+}
+
+/* s[0..len) on one line of the text body: control characters (a line
+ * break would start a new line) and, in a quoted name, quotes become '?'. */
+static void
+sp_otlp_text_put(sp_buf *b, const char *s, size_t len, bool quoted)
+{
+    size_t i, start = 0;
+    char   c;
+
+    for (i = 0; i < len; i++) {
+        c = s[i];
+        if ((unsigned char)c < 0x20 || c == 0x7f || (quoted && c == '"')) {
+            sp_buf_append(b, s + start, i - start);
+            sp_buf_append(b, "?", 1);
+            start = i + 1;
+        }
+    }
+    sp_buf_append(b, s + start, len - start);
+}
+
+static void
+sp_otlp_text_frame(sp_buf *b, const sp_pprof_line *l)
+{
+    const char *function = l->function != NULL && l->function[0] != '\0'
+                           ? l->function : SP_PPROF_UNKNOWN;
+    const char *file = l->file != NULL && l->file[0] != '\0'
+                       ? l->file : SP_PPROF_UNKNOWN;
+    char        num[16];
+    int         n;
+
+    sp_buf_append(b, "\tat ", 4);
+    sp_otlp_text_put(b, function, strlen(function), false);
+    sp_buf_append(b, "(", 1);
+    sp_otlp_text_put(b, file, strlen(file), false);
+    n = snprintf(num, sizeof(num), ":%u)\n", l->line);
+    sp_buf_append(b, num, (size_t)n);
+}
+
+/* The call stack format of seed 002 (see sp_otlp.h). */
+static sp_status
+sp_otlp_text_body(sp_buf *b, const sp_sample *s,
+                  const sp_pprof_frame *frames, size_t n)
+{
+    const char *state = sp_pprof_thread_state(s->state);
+    char        meta[160];
+    size_t      i, j;
+    int         len;
+
+    sp_buf_append(b, "\"", 1);
+    sp_otlp_text_put(b, s->thread_name,
+                     strnlen(s->thread_name, sizeof(s->thread_name)), true);
+    len = snprintf(meta, sizeof(meta),
+                   "\" #%u prio=0 os_prio=0 cpu=0 elapsed=0 tid=0x%x "
+                   "nid=0x%x%s%s\n\n", s->tid, s->tid, s->tid,
+                   state != NULL ? " " : "", state != NULL ? state : "");
+    sp_buf_append(b, meta, (size_t)len);
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < frames[i].inline_count; j++) {
+            sp_otlp_text_frame(b, &frames[i].inlined[j]);
+        }
+        sp_otlp_text_frame(b, &frames[i].frame);
+    }
+    return sp_buf_status(b);
+}
+
+sp_status
+sp_otlp_logs_add_text(sp_otlp_logs *l, const sp_resource *res,
+                      const sp_sample *s, const sp_pprof_frame *frames,
+                      size_t n, uint64_t interval_ns, uint64_t observed_ns)
+{
+    const char *src;
+    sp_ob_item  it;
+    sp_buf     *b;
+    size_t      i, body;
+    uint64_t    period;
+    sp_status   rc;
+
+    if (l == NULL || s == NULL || (frames == NULL && n > 0)
+        || n > SP_PPROF_MAX_FRAMES)
+    {
+        return SP_ERR_INVALID;
+    }
+    src = sp_otlp_source_name(s->source);
+    if (src == NULL) {
+        return SP_ERR_INVALID;
+    }
+    for (i = 0; i < n; i++) {
+        if (frames[i].inline_count > 0 && frames[i].inlined == NULL) {
+            return SP_ERR_INVALID;
+        }
+    }
+    sp_buf_clear(&l->text);
+    if ((rc = sp_otlp_text_body(&l->text, s, frames, n)) != SP_OK) {
+        return rc;
+    }
+    if ((rc = sp_ob_item_begin(&l->batch, res, s->pid, &it)) != SP_OK) {
+        return rc;
+    }
+    b = &it.g->items;
+    sp_pb_fixed64(b, OF_LOG_TIME, s->time_ns);
+    body = sp_pb_begin(b, OF_LOG_BODY);
+    sp_pb_string(b, OF_ANY_STRING, (const char *)l->text.data, l->text.len);
+    sp_pb_end(b, body);
+    sp_otlp_log_common(b, "text", src);
+    period = s->period_ns != 0 ? s->period_ns : interval_ns;
+    sp_ob_kv_int(b, OF_LOG_ATTR, SP_KEY("source.event.period"),
+                 (int64_t)((period + 500000) / 1000000));
+    if (s->truncated) {
+        sp_ob_kv_bool(b, OF_LOG_ATTR, SP_KEY("thread.stack.truncated"),
+                      true);
+    }
+    if (s->has_span) {
+        sp_pb_bytes(b, OF_LOG_TRACE_ID, s->trace_id, sizeof(s->trace_id));
+        sp_pb_bytes(b, OF_LOG_SPAN_ID, s->span_id, sizeof(s->span_id));
+    }
+    sp_pb_fixed64(b, OF_LOG_OBSERVED, observed_ns != 0 ? observed_ns
+                                                       : s->time_ns);
+    return sp_ob_item_end(&l->batch, &it);
+}
+
+sp_status
+sp_otlp_logs_serialize(const sp_otlp_logs *l, sp_buf *out)
+{
+    return sp_ob_serialize(&l->batch, out);
+}
+
+/* ---- traces */
+
+struct sp_otlp_traces {
+    sp_ob_batch batch;
+};
+
+sp_status
+sp_otlp_traces_create(const sp_otlp_builder_options *options,
+                      sp_otlp_traces **out)
+{
+    sp_otlp_traces *t;
+    sp_status       rc;
+
+    if (out == NULL) {
+        return SP_ERR_INVALID;
+    }
+    t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return SP_ERR_NOMEM;
+    }
+    rc = sp_ob_init(&t->batch, options, SP_OTLP_TRACES_SCOPE, SP_VERSION);
+    if (rc != SP_OK) {
+        sp_otlp_traces_destroy(t);
+        return rc;
+    }
+    *out = t;
+    return SP_OK;
+}
+
+void
+sp_otlp_traces_destroy(sp_otlp_traces *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    sp_ob_free(&t->batch);
+    free(t);
+}
+
+void
+sp_otlp_traces_reset(sp_otlp_traces *t)
+{
+    sp_ob_reset(&t->batch);
+}
+
+size_t
+sp_otlp_traces_count(const sp_otlp_traces *t)
+{
+    return t->batch.count;
+}
+
+size_t
+sp_otlp_traces_size(const sp_otlp_traces *t)
+{
+    return t->batch.size;
+}
+
+static bool
+sp_otlp_all_zero(const uint8_t *p, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (p[i] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static sp_status
+sp_otlp_span_check(const sp_span_record *s, const sp_span_attr *attrs,
+                   size_t n)
+{
+    size_t i;
+
+    if (sp_otlp_all_zero(s->trace_id, sizeof(s->trace_id))
+        || sp_otlp_all_zero(s->span_id, sizeof(s->span_id))
+        || s->kind > SP_SPAN_KIND_MAX || s->status_code > SP_STATUS_ERROR
+        || (s->name == NULL && s->name_len > 0)
+        || (s->tracestate == NULL && s->tracestate_len > 0)
+        || (attrs == NULL && n > 0))
+    {
+        return SP_ERR_INVALID;
+    }
+    for (i = 0; i < n; i++) {
+        if (attrs[i].key == NULL || attrs[i].key_len == 0) {
+            return SP_ERR_INVALID;
+        }
+        switch (attrs[i].type) {
+        case SP_VALUE_STRING:
+            if (attrs[i].str == NULL && attrs[i].str_len > 0) {
+                return SP_ERR_INVALID;
+            }
+            break;
+        case SP_VALUE_INT:
+        case SP_VALUE_BOOL:
+            break;
+        default:
+            return SP_ERR_INVALID;
+        }
+    }
+    return SP_OK;
+}
+
+sp_status
+sp_otlp_traces_add(sp_otlp_traces *t, const sp_resource *res,
+                   const sp_span_record *s, const sp_span_attr *attrs,
+                   size_t n)
+{
+    const sp_span_attr *a;
+    sp_ob_item          it;
+    sp_buf             *b;
+    size_t              i, status;
+    uint32_t            flags;
+    bool                has_parent;
+    sp_status           rc;
+
+    if (t == NULL || s == NULL) {
+        return SP_ERR_INVALID;
+    }
+    if ((rc = sp_otlp_span_check(s, attrs, n)) != SP_OK) {
+        return rc;
+    }
+    if ((rc = sp_ob_item_begin(&t->batch, res, s->pid, &it)) != SP_OK) {
+        return rc;
+    }
+    b = &it.g->items;
+    has_parent = !sp_otlp_all_zero(s->parent_span_id,
+                                   sizeof(s->parent_span_id));
+    sp_pb_bytes(b, OF_SPAN_TRACE_ID, s->trace_id, sizeof(s->trace_id));
+    sp_pb_bytes(b, OF_SPAN_SPAN_ID, s->span_id, sizeof(s->span_id));
+    if (s->tracestate_len > 0) {
+        sp_pb_string(b, OF_SPAN_TRACE_STATE, s->tracestate,
+                     s->tracestate_len);
+    }
+    if (has_parent) {
+        sp_pb_bytes(b, OF_SPAN_PARENT, s->parent_span_id,
+                    sizeof(s->parent_span_id));
+    }
+    sp_pb_string(b, OF_SPAN_NAME, s->name != NULL ? s->name : "",
+                 s->name_len);
+    if (s->kind != 0) {
+        sp_pb_uint(b, OF_SPAN_KIND, s->kind);
+    }
+    sp_pb_fixed64(b, OF_SPAN_START, s->start_ns);
+    sp_pb_fixed64(b, OF_SPAN_END, s->end_ns);
+    for (i = 0; i < n; i++) {
+        a = &attrs[i];
+        switch (a->type) {
+        case SP_VALUE_STRING:
+            sp_ob_kv_string(b, OF_SPAN_ATTR, a->key, a->key_len,
+                            a->str != NULL ? a->str : "", a->str_len);
+            break;
+        case SP_VALUE_INT:
+            sp_ob_kv_int(b, OF_SPAN_ATTR, a->key, a->key_len, a->integer);
+            break;
+        default:
+            sp_ob_kv_bool(b, OF_SPAN_ATTR, a->key, a->key_len,
+                          a->integer != 0);
+            break;
+        }
+    }
+    if (s->status_code != SP_STATUS_UNSET) {
+        status = sp_pb_begin(b, OF_SPAN_STATUS);
+        sp_pb_uint(b, OF_STATUS_CODE, s->status_code);
+        sp_pb_end(b, status);
+    }
+    flags = s->trace_flags | SP_SPAN_FLAGS_HAS_IS_REMOTE
+            | (has_parent ? SP_SPAN_FLAGS_IS_REMOTE : 0);
+    sp_pb_fixed32(b, OF_SPAN_FLAGS, flags);
+    return sp_ob_item_end(&t->batch, &it);
+}
+
+sp_status
+sp_otlp_traces_serialize(const sp_otlp_traces *t, sp_buf *out)
+{
+    return sp_ob_serialize(&t->batch, out);
+}

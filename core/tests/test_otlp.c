@@ -1,0 +1,863 @@
+#include "sp_test.h"
+#include "sp_otlp.h"
+
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "perftools/profiles/profile.pb-c.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <zlib.h>
+
+typedef Opentelemetry__Proto__Collector__Logs__V1__ExportLogsServiceRequest
+    LogsRequest;
+typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest
+    TraceRequest;
+typedef Opentelemetry__Proto__Common__V1__KeyValue KeyValue;
+typedef Opentelemetry__Proto__Logs__V1__LogRecord  LogRecord;
+typedef Opentelemetry__Proto__Trace__V1__Span      Span;
+
+/* The generated names are longer than a line. */
+#define PASTE_(a, b, c) a##b##c
+#define LOGS_REQUEST(fn) PASTE_(opentelemetry__proto__collector__logs__v1__, \
+                                export_logs_service_request__, fn)
+#define TRACE_REQUEST(fn) \
+    PASTE_(opentelemetry__proto__collector__trace__v1__, \
+           export_trace_service_request__, fn)
+#define STATUS_ERROR \
+    OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR
+
+#define STRING_VALUE \
+    OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE
+#define INT_VALUE OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE
+#define BOOL_VALUE \
+    OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE
+
+/* ---- reading requests back */
+
+static LogsRequest *
+unpack_logs(const sp_otlp_logs *l)
+{
+    sp_buf       out = SP_BUF_INIT(0);
+    LogsRequest *r;
+
+    assert_int_equal(sp_otlp_logs_serialize(l, &out), SP_OK);
+    assert_int_equal(out.len, sp_otlp_logs_size(l));
+    r = LOGS_REQUEST(unpack)(NULL, out.len, out.data);
+    assert_non_null(r);
+    sp_buf_free(&out);
+    return r;
+}
+
+static void
+free_logs(LogsRequest *r)
+{
+    LOGS_REQUEST(free_unpacked)(r, NULL);
+}
+
+static TraceRequest *
+unpack_traces(const sp_otlp_traces *t)
+{
+    sp_buf        out = SP_BUF_INIT(0);
+    TraceRequest *r;
+
+    assert_int_equal(sp_otlp_traces_serialize(t, &out), SP_OK);
+    assert_int_equal(out.len, sp_otlp_traces_size(t));
+    r = TRACE_REQUEST(unpack)(NULL, out.len, out.data);
+    assert_non_null(r);
+    sp_buf_free(&out);
+    return r;
+}
+
+static void
+free_traces(TraceRequest *r)
+{
+    TRACE_REQUEST(free_unpacked)(r, NULL);
+}
+
+/*
+ * Writes attributes as "key=s:value key=i:42 key=b:1" in their order, so
+ * a test compares every key, type and value, and their order, at once.
+ */
+static void
+attrs_text(KeyValue **kv, size_t n, char *out, size_t size)
+{
+    size_t i, used = 0;
+    int    w = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < n; i++) {
+        assert_non_null(kv[i]->value);
+        switch (kv[i]->value->value_case) {
+        case STRING_VALUE:
+            w = snprintf(out + used, size - used, "%s%s=s:%s", i ? " " : "",
+                         kv[i]->key, kv[i]->value->string_value);
+            break;
+        case INT_VALUE:
+            w = snprintf(out + used, size - used, "%s%s=i:%lld",
+                         i ? " " : "", kv[i]->key,
+                         (long long)kv[i]->value->int_value);
+            break;
+        case BOOL_VALUE:
+            w = snprintf(out + used, size - used, "%s%s=b:%d", i ? " " : "",
+                         kv[i]->key, (int)kv[i]->value->bool_value);
+            break;
+        default:
+            fail_msg("attribute %s has no value", kv[i]->key);
+        }
+        assert_true(w > 0 && (size_t)w < size - used);
+        used += (size_t)w;
+    }
+}
+
+static const KeyValue *
+attr(KeyValue **kv, size_t n, const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (strcmp(kv[i]->key, key) == 0) {
+            return kv[i];
+        }
+    }
+    return NULL;
+}
+
+/* The profile in a pprof-gzip-base64 body. */
+static void
+decode_body(const char *body, sp_buf *profile)
+{
+    sp_buf   gz = SP_BUF_INIT(0);
+    z_stream z;
+    int      rc;
+
+    assert_int_equal(sp_base64_decode(&gz, body, strlen(body)), SP_OK);
+    memset(&z, 0, sizeof(z));
+    assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+    z.next_in = gz.data;
+    z.avail_in = (uInt)gz.len;
+    do {
+        assert_int_equal(sp_buf_reserve(profile, 4096), SP_OK);
+        z.next_out = profile->data + profile->len;
+        z.avail_out = 4096;
+        rc = inflate(&z, Z_NO_FLUSH);
+        profile->len = (size_t)(z.next_out - profile->data);
+    } while (rc == Z_OK);
+    assert_int_equal(rc, Z_STREAM_END);
+    assert_int_equal(z.avail_in, 0);
+    inflateEnd(&z);
+    sp_buf_free(&gz);
+}
+
+/* ---- fixtures */
+
+static sp_resource *
+resource(const char *service, bool with_pid)
+{
+    sp_resource *r = NULL;
+
+    assert_int_equal(sp_resource_create(&r), SP_OK);
+    assert_int_equal(sp_resource_set_string(r, "service.name", service),
+                     SP_OK);
+    if (with_pid) {
+        assert_int_equal(sp_resource_set_int(r, "process.pid", 1), SP_OK);
+    }
+    assert_int_equal(sp_resource_set_string(r, "host.name", "box"), SP_OK);
+    assert_int_equal(sp_resource_set_int(r, "answer", -42), SP_OK);
+    return r;
+}
+
+static sp_otlp_logs *
+new_logs(size_t max_bytes)
+{
+    sp_otlp_builder_options o = { max_bytes, 0 };
+    sp_otlp_logs           *l = NULL;
+
+    assert_int_equal(sp_otlp_logs_create(&o, &l), SP_OK);
+    return l;
+}
+
+static sp_otlp_traces *
+new_traces(size_t max_bytes)
+{
+    sp_otlp_builder_options o = { max_bytes, 0 };
+    sp_otlp_traces         *t = NULL;
+
+    assert_int_equal(sp_otlp_traces_create(&o, &t), SP_OK);
+    return t;
+}
+
+static const sp_pprof_mapping exe = {
+    0x400000, 0x500000, 0, "/usr/sbin/nginx", (const uint8_t *)"\xab\xcd", 2
+};
+static const sp_pprof_line inner[1] = {
+    { "ngx_inlined", "src/core/inl.h", 12 }
+};
+
+static void
+fill_frames(sp_pprof_frame *f)
+{
+    memset(f, 0, 3 * sizeof(*f));
+    f[0].address = 0x401000;
+    f[0].mapping = &exe;
+    f[0].frame.function = "ngx_http_handler";
+    f[0].frame.file = "src/http/ngx_http_core_module.c";
+    f[0].frame.line = 850;
+    f[0].inlined = inner;
+    f[0].inline_count = 1;
+    f[1].address = 0x7f0000001000;
+    f[1].frame.function = NULL;     /* not named */
+    f[2].address = 0x402000;
+    f[2].mapping = &exe;
+    f[2].frame.function = "main";
+    f[2].frame.file = NULL;
+}
+
+static sp_sample
+sample(uint32_t pid, bool span)
+{
+    sp_sample s;
+    int       i;
+
+    memset(&s, 0, sizeof(s));
+    s.time_ns = 1700000000000000000ULL + pid;
+    s.period_ns = 20400000;
+    s.pid = pid;
+    s.tid = 0x2a;
+    snprintf(s.thread_name, sizeof(s.thread_name), "nginx");
+    s.state = SP_THREAD_RUNNING;
+    s.source = SP_SOURCE_SNAPSHOT;
+    s.has_span = span;
+    for (i = 0; i < 16; i++) {
+        s.trace_id[i] = (uint8_t)(i + 1);
+    }
+    for (i = 0; i < 8; i++) {
+        s.span_id[i] = (uint8_t)(0x80 + i);
+    }
+    return s;
+}
+
+/* A small serialized profile of n samples of the fixture's 3 frames. */
+static void
+make_profile(size_t n, sp_buf *out, uint64_t *frames)
+{
+    sp_pprof_options o = { 10000000, 0 };
+    sp_pprof        *p = NULL;
+    sp_pprof_frame   f[3];
+    sp_sample        s = sample(1, true);
+    size_t           i;
+
+    fill_frames(f);
+    assert_int_equal(sp_pprof_create(&o, &p), SP_OK);
+    for (i = 0; i < n; i++) {
+        s.time_ns += 1000000;
+        assert_int_equal(sp_pprof_add(p, &s, f, 3 - i % 3), SP_OK);
+    }
+    *frames = sp_pprof_frame_count(p);
+    assert_int_equal(sp_pprof_serialize(p, out), SP_OK);
+    sp_pprof_destroy(p);
+}
+
+/* ---- logs */
+
+static void
+pprof_logs_round_trip(void **state)
+{
+    sp_resource  *res = resource("svc", true);
+    sp_resource  *other = resource("other-svc", true);
+    sp_otlp_logs *l = new_logs(0);
+    sp_buf        prof = SP_BUF_INIT(0), prof2 = SP_BUF_INIT(0);
+    sp_buf        back = SP_BUF_INIT(0);
+    uint64_t      frames, frames2, sum;
+    LogsRequest  *r;
+    char          text[2048];
+    size_t        i, j;
+    Perftools__Profiles__Profile *pr;
+
+    (void)state;
+    make_profile(10, &prof, &frames);
+    make_profile(4, &prof2, &frames2);
+    assert_int_equal(frames, 21);
+    assert_int_equal(frames2, 9);
+    assert_int_equal(sp_otlp_logs_add_pprof(l, res, 101, SP_SOURCE_CONTINUOUS,
+                         1000, 2000, prof.data, prof.len, frames), SP_OK);
+    assert_int_equal(sp_otlp_logs_add_pprof(l, other, 202, SP_SOURCE_SNAPSHOT,
+                         3000, 0, prof2.data, prof2.len, frames2), SP_OK);
+    /* pid 101 again, with another resource: its first one stays. */
+    assert_int_equal(sp_otlp_logs_add_pprof(l, other, 101, SP_SOURCE_SNAPSHOT,
+                         5000, 6000, prof2.data, prof2.len, frames2), SP_OK);
+    assert_int_equal(sp_otlp_logs_count(l), 3);
+
+    r = unpack_logs(l);
+    assert_int_equal(r->n_resource_logs, 2);
+
+    /* One ResourceLogs per worker, its pid in place of the master's. */
+    assert_non_null(r->resource_logs[0]->resource);
+    attrs_text(r->resource_logs[0]->resource->attributes,
+               r->resource_logs[0]->resource->n_attributes, text,
+               sizeof(text));
+    assert_string_equal(text, "service.name=s:svc process.pid=i:101 "
+                              "host.name=s:box answer=i:-42");
+    attrs_text(r->resource_logs[1]->resource->attributes,
+               r->resource_logs[1]->resource->n_attributes, text,
+               sizeof(text));
+    assert_string_equal(text, "service.name=s:other-svc process.pid=i:202 "
+                              "host.name=s:box answer=i:-42");
+
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(r->resource_logs[i]->n_scope_logs, 1);
+        assert_non_null(r->resource_logs[i]->scope_logs[0]->scope);
+        assert_string_equal(r->resource_logs[i]->scope_logs[0]->scope->name,
+                            "otel.profiling");
+        assert_string_equal(
+            r->resource_logs[i]->scope_logs[0]->scope->version, "0.1.0");
+    }
+    assert_int_equal(r->resource_logs[0]->scope_logs[0]->n_log_records, 2);
+    assert_int_equal(r->resource_logs[1]->scope_logs[0]->n_log_records, 1);
+
+    {
+        LogRecord *a = r->resource_logs[0]->scope_logs[0]->log_records[0];
+        LogRecord *b = r->resource_logs[0]->scope_logs[0]->log_records[1];
+        LogRecord *c = r->resource_logs[1]->scope_logs[0]->log_records[0];
+        LogRecord *all[3] = { a, b, c };
+        const sp_buf *want[3] = { &prof, &prof2, &prof2 };
+
+        assert_int_equal(a->time_unix_nano, 1000);
+        assert_int_equal(a->observed_time_unix_nano, 2000);
+        assert_int_equal(b->time_unix_nano, 5000);
+        assert_int_equal(b->observed_time_unix_nano, 6000);
+        assert_int_equal(c->time_unix_nano, 3000);
+        assert_int_equal(c->observed_time_unix_nano, 3000);
+        attrs_text(a->attributes, a->n_attributes, text, sizeof(text));
+        assert_string_equal(text,
+            "com.splunk.sourcetype=s:otel.profiling "
+            "profiling.data.type=s:cpu "
+            "profiling.data.format=s:pprof-gzip-base64 "
+            "profiling.instrumentation.source=s:continuous "
+            "profiling.data.total.frame.count=i:21");
+        attrs_text(c->attributes, c->n_attributes, text, sizeof(text));
+        assert_string_equal(text,
+            "com.splunk.sourcetype=s:otel.profiling "
+            "profiling.data.type=s:cpu "
+            "profiling.data.format=s:pprof-gzip-base64 "
+            "profiling.instrumentation.source=s:snapshot "
+            "profiling.data.total.frame.count=i:9");
+        for (i = 0; i < 3; i++) {
+            assert_int_equal(all[i]->trace_id.len, 0);
+            assert_int_equal(all[i]->span_id.len, 0);
+            assert_non_null(all[i]->body);
+            assert_int_equal(all[i]->body->value_case, STRING_VALUE);
+            sp_buf_clear(&back);
+            decode_body(all[i]->body->string_value, &back);
+            assert_int_equal(back.len, want[i]->len);
+            assert_memory_equal(back.data, want[i]->data, back.len);
+            /* The frame count is that of the samples in the body. */
+            pr = perftools__profiles__profile__unpack(NULL, back.len,
+                                                      back.data);
+            assert_non_null(pr);
+            for (sum = 0, j = 0; j < pr->n_sample; j++) {
+                sum += pr->sample[j]->n_location_id;
+            }
+            assert_int_equal(
+                attr(all[i]->attributes, all[i]->n_attributes,
+                     "profiling.data.total.frame.count")->value->int_value,
+                sum);
+            perftools__profiles__profile__free_unpacked(pr, NULL);
+        }
+    }
+    free_logs(r);
+    sp_buf_free(&prof);
+    sp_buf_free(&prof2);
+    sp_buf_free(&back);
+    sp_otlp_logs_destroy(l);
+    sp_resource_destroy(res);
+    sp_resource_destroy(other);
+}
+
+static void
+resource_gets_the_worker_pid_when_it_has_none(void **state)
+{
+    sp_resource  *res = resource("svc", false);
+    sp_otlp_logs *l = new_logs(0);
+    LogsRequest  *r;
+    char          text[512];
+
+    (void)state;
+    assert_int_equal(sp_otlp_logs_add_pprof(l, res, 7, SP_SOURCE_SNAPSHOT, 1,
+                                            1, "", 0, 0), SP_OK);
+    assert_int_equal(sp_otlp_logs_add_pprof(l, NULL, 8, SP_SOURCE_SNAPSHOT,
+                                            1, 1, "", 0, 0), SP_OK);
+    r = unpack_logs(l);
+    assert_int_equal(r->n_resource_logs, 2);
+    attrs_text(r->resource_logs[0]->resource->attributes,
+               r->resource_logs[0]->resource->n_attributes, text,
+               sizeof(text));
+    assert_string_equal(text, "service.name=s:svc host.name=s:box "
+                              "answer=i:-42 process.pid=i:7");
+    attrs_text(r->resource_logs[1]->resource->attributes,
+               r->resource_logs[1]->resource->n_attributes, text,
+               sizeof(text));
+    assert_string_equal(text, "process.pid=i:8");
+    free_logs(r);
+    sp_otlp_logs_destroy(l);
+    sp_resource_destroy(res);
+}
+
+static void
+text_logs_follow_the_call_stack_format(void **state)
+{
+    sp_resource   *res = resource("svc", true);
+    sp_otlp_logs  *l = new_logs(0);
+    sp_pprof_frame f[3];
+    sp_sample      s = sample(55, true), t = sample(55, false);
+    LogsRequest   *r;
+    LogRecord     *a, *b;
+    char           text[2048];
+    uint8_t        trace_id[16], span_id[8];
+    int            i;
+
+    (void)state;
+    fill_frames(f);
+    s.truncated = true;
+    assert_int_equal(sp_otlp_logs_add_text(l, res, &s, f, 3, 10000000, 99),
+                     SP_OK);
+    t.period_ns = 0;
+    t.state = SP_THREAD_UNKNOWN;
+    t.source = SP_SOURCE_CONTINUOUS;
+    snprintf(t.thread_name, sizeof(t.thread_name), "a\"b\nc");
+    assert_int_equal(sp_otlp_logs_add_text(l, res, &t, f + 2, 1, 1000000000,
+                                           0), SP_OK);
+    assert_int_equal(sp_otlp_logs_count(l), 2);
+    r = unpack_logs(l);
+    assert_int_equal(r->n_resource_logs, 1);
+    a = r->resource_logs[0]->scope_logs[0]->log_records[0];
+    b = r->resource_logs[0]->scope_logs[0]->log_records[1];
+
+    assert_int_equal(a->body->value_case, STRING_VALUE);
+    assert_string_equal(a->body->string_value,
+        "\"nginx\" #42 prio=0 os_prio=0 cpu=0 elapsed=0 tid=0x2a nid=0x2a "
+        "running\n"
+        "\n"
+        "\tat ngx_inlined(src/core/inl.h:12)\n"
+        "\tat ngx_http_handler(src/http/ngx_http_core_module.c:850)\n"
+        "\tat unknown(unknown:0)\n"
+        "\tat main(unknown:0)\n");
+    assert_int_equal(a->time_unix_nano, s.time_ns);
+    assert_int_equal(a->observed_time_unix_nano, 99);
+    attrs_text(a->attributes, a->n_attributes, text, sizeof(text));
+    assert_string_equal(text,
+        "com.splunk.sourcetype=s:otel.profiling profiling.data.type=s:cpu "
+        "profiling.data.format=s:text "
+        "profiling.instrumentation.source=s:snapshot "
+        "source.event.period=i:20 thread.stack.truncated=b:1");
+    for (i = 0; i < 16; i++) {
+        trace_id[i] = (uint8_t)(i + 1);
+    }
+    for (i = 0; i < 8; i++) {
+        span_id[i] = (uint8_t)(0x80 + i);
+    }
+    assert_int_equal(a->trace_id.len, 16);
+    assert_memory_equal(a->trace_id.data, trace_id, 16);
+    assert_int_equal(a->span_id.len, 8);
+    assert_memory_equal(a->span_id.data, span_id, 8);
+
+    /* No span: no ids. No period: the interval. Quotes and breaks in the
+     * name cannot break the line. */
+    assert_string_equal(b->body->string_value,
+        "\"a?b?c\" #42 prio=0 os_prio=0 cpu=0 elapsed=0 tid=0x2a nid=0x2a\n"
+        "\n"
+        "\tat main(unknown:0)\n");
+    assert_int_equal(b->trace_id.len, 0);
+    assert_int_equal(b->span_id.len, 0);
+    assert_int_equal(b->observed_time_unix_nano, t.time_ns);
+    attrs_text(b->attributes, b->n_attributes, text, sizeof(text));
+    assert_string_equal(text,
+        "com.splunk.sourcetype=s:otel.profiling profiling.data.type=s:cpu "
+        "profiling.data.format=s:text "
+        "profiling.instrumentation.source=s:continuous "
+        "source.event.period=i:1000");
+    free_logs(r);
+    sp_otlp_logs_destroy(l);
+    sp_resource_destroy(res);
+}
+
+static void
+logs_refuse_bad_arguments(void **state)
+{
+    sp_otlp_logs           *l = new_logs(0);
+    sp_otlp_builder_options o = { 100, 0 };
+    sp_otlp_logs           *none = NULL;
+    sp_sample               s = sample(1, false);
+    sp_pprof_frame          f[3];
+
+    (void)state;
+    fill_frames(f);
+    assert_int_equal(sp_otlp_logs_create(&o, &none), SP_ERR_INVALID);
+    o.max_bytes = 0;
+    o.gzip_level = 10;
+    assert_int_equal(sp_otlp_logs_create(&o, &none), SP_ERR_INVALID);
+    assert_null(none);
+    assert_int_equal(sp_otlp_logs_add_pprof(l, NULL, 1, 0, 1, 1, "", 0, 0),
+                     SP_ERR_INVALID);
+    assert_int_equal(sp_otlp_logs_add_pprof(l, NULL, 1, 3, 1, 1, "", 0, 0),
+                     SP_ERR_INVALID);
+    assert_int_equal(sp_otlp_logs_add_pprof(l, NULL, 1, SP_SOURCE_SNAPSHOT,
+                                            1, 1, NULL, 5, 0),
+                     SP_ERR_INVALID);
+    s.source = 9;
+    assert_int_equal(sp_otlp_logs_add_text(l, NULL, &s, f, 3, 1, 1),
+                     SP_ERR_INVALID);
+    s.source = SP_SOURCE_SNAPSHOT;
+    assert_int_equal(sp_otlp_logs_add_text(l, NULL, &s, NULL, 3, 1, 1),
+                     SP_ERR_INVALID);
+    assert_int_equal(sp_otlp_logs_add_text(l, NULL, &s, f,
+                                           SP_PPROF_MAX_FRAMES + 1, 1, 1),
+                     SP_ERR_INVALID);
+    f[0].inlined = NULL;
+    assert_int_equal(sp_otlp_logs_add_text(l, NULL, &s, f, 3, 1, 1),
+                     SP_ERR_INVALID);
+    assert_int_equal(sp_otlp_logs_count(l), 0);
+    assert_int_equal(sp_otlp_logs_size(l), 0);
+    assert_string_equal(sp_otlp_source_name(SP_SOURCE_SNAPSHOT), "snapshot");
+    assert_string_equal(sp_otlp_source_name(SP_SOURCE_CONTINUOUS),
+                        "continuous");
+    assert_null(sp_otlp_source_name(0));
+    sp_otlp_logs_destroy(l);
+    sp_otlp_logs_destroy(NULL);
+}
+
+/* ---- the bound */
+
+static void
+requests_stay_within_max_bytes(void **state)
+{
+    sp_resource   *res = resource("svc", true);
+    sp_otlp_logs  *l = new_logs(SP_OTLP_MIN_MAX_BYTES);
+    sp_pprof_frame f[3];
+    sp_sample      s;
+    sp_buf         before = SP_BUF_INIT(0), after = SP_BUF_INIT(0);
+    size_t         added = 0, size, i;
+    sp_status      rc = SP_OK;
+    LogsRequest   *r;
+    char           big[6000];
+
+    (void)state;
+    fill_frames(f);
+    for (i = 0; i < 1000 && rc == SP_OK; i++) {
+        s = sample((uint32_t)(1 + i % 3), i % 2 == 0);
+        rc = sp_otlp_logs_add_text(l, res, &s, f, 3, 1, 1);
+        if (rc == SP_OK) {
+            added++;
+            assert_true(sp_otlp_logs_size(l) <= SP_OTLP_MIN_MAX_BYTES);
+        }
+    }
+    assert_int_equal(rc, SP_ERR_TOO_LONG);
+    assert_true(added >= 3);
+    assert_int_equal(sp_otlp_logs_count(l), added);
+
+    /* Failing adds change nothing: same record, a new worker, a big one. */
+    size = sp_otlp_logs_size(l);
+    assert_int_equal(sp_otlp_logs_serialize(l, &before), SP_OK);
+    assert_int_equal(before.len, size);
+    assert_true(size <= SP_OTLP_MIN_MAX_BYTES);
+    s = sample(1, true);
+    assert_int_equal(sp_otlp_logs_add_text(l, res, &s, f, 3, 1, 1),
+                     SP_ERR_TOO_LONG);
+    s = sample(999, true);
+    assert_int_equal(sp_otlp_logs_add_text(l, res, &s, f, 3, 1, 1),
+                     SP_ERR_TOO_LONG);
+    assert_int_equal(sp_otlp_logs_count(l), added);
+    assert_int_equal(sp_otlp_logs_size(l), size);
+    assert_int_equal(sp_otlp_logs_serialize(l, &after), SP_OK);
+    assert_int_equal(after.len, before.len);
+    assert_memory_equal(after.data, before.data, before.len);
+    r = unpack_logs(l);
+    assert_int_equal(r->n_resource_logs, 3);
+    free_logs(r);
+
+    /* After a reset it takes records again; one that alone is too large
+     * is refused by an empty builder, which stays empty. */
+    sp_otlp_logs_reset(l);
+    assert_int_equal(sp_otlp_logs_count(l), 0);
+    assert_int_equal(sp_otlp_logs_size(l), 0);
+    memset(big, 'x', sizeof(big));
+    big[sizeof(big) - 1] = '\0';
+    f[0].frame.function = big;
+    assert_int_equal(sp_otlp_logs_add_text(l, res, &s, f, 3, 1, 1),
+                     SP_ERR_TOO_LONG);
+    assert_int_equal(sp_otlp_logs_count(l), 0);
+    assert_int_equal(sp_otlp_logs_size(l), 0);
+    sp_buf_clear(&after);
+    assert_int_equal(sp_otlp_logs_serialize(l, &after), SP_OK);
+    assert_int_equal(after.len, 0);
+    assert_int_equal(sp_otlp_logs_add_pprof(l, res, 5, SP_SOURCE_SNAPSHOT, 1,
+                                            1, big, sizeof(big), 0), SP_OK);
+    assert_int_equal(sp_otlp_logs_count(l), 1);
+    sp_buf_free(&before);
+    sp_buf_free(&after);
+    sp_otlp_logs_destroy(l);
+    sp_resource_destroy(res);
+}
+
+/* ---- traces */
+
+static sp_span_record
+span(uint32_t pid, uint8_t first, bool child)
+{
+    sp_span_record s;
+    int            i;
+
+    memset(&s, 0, sizeof(s));
+    for (i = 0; i < 16; i++) {
+        s.trace_id[i] = (uint8_t)(first + i);
+    }
+    for (i = 0; i < 8; i++) {
+        s.span_id[i] = (uint8_t)(first + 0x40 + i);
+        if (child) {
+            s.parent_span_id[i] = (uint8_t)(0xf0 + i);
+        }
+    }
+    s.trace_flags = 1;
+    s.kind = SP_SPAN_KIND_SERVER;
+    s.status_code = SP_STATUS_UNSET;
+    s.pid = pid;
+    s.start_ns = 1700000000000000000ULL + first;
+    s.end_ns = s.start_ns + 1234567;
+    s.name = "GET /index";
+    s.name_len = strlen(s.name);
+    return s;
+}
+
+static const sp_span_attr span_attrs[] = {
+    { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+    { "http.response.status_code", 25, SP_VALUE_INT, NULL, 0, 503 },
+    { "splunk.snapshot.profiling", 25, SP_VALUE_BOOL, NULL, 0, 1 },
+    { "url.path", 8, SP_VALUE_STRING, "/index\xff", 7, 0 },
+    { "empty", 5, SP_VALUE_STRING, NULL, 0, 0 },
+    { "negative", 8, SP_VALUE_INT, NULL, 0, -3 },
+    { "no", 2, SP_VALUE_BOOL, NULL, 0, 0 },
+};
+
+static void
+traces_round_trip(void **state)
+{
+    sp_resource    *res = resource("svc", true);
+    sp_otlp_traces *t = new_traces(0);
+    sp_span_record  a = span(10, 0x10, true);
+    sp_span_record  b = span(20, 0x20, false);
+    sp_span_record  c = span(10, 0x30, false);
+    TraceRequest   *r;
+    Span           *x, *y, *z;
+    char            text[2048];
+    uint8_t         want[16];
+    int             i;
+
+    (void)state;
+    a.tracestate = "vendor=value,other=1";
+    a.tracestate_len = strlen(a.tracestate);
+    a.status_code = SP_STATUS_ERROR;
+    b.trace_flags = 0;
+    c.kind = 0;
+    c.name = "GET";
+    c.name_len = 3;
+    assert_int_equal(sp_otlp_traces_add(t, res, &a, span_attrs,
+        sizeof(span_attrs) / sizeof(span_attrs[0])), SP_OK);
+    assert_int_equal(sp_otlp_traces_add(t, res, &b, NULL, 0), SP_OK);
+    assert_int_equal(sp_otlp_traces_add(t, res, &c, span_attrs, 1), SP_OK);
+    assert_int_equal(sp_otlp_traces_count(t), 3);
+    r = unpack_traces(t);
+    assert_int_equal(r->n_resource_spans, 2);
+    attrs_text(r->resource_spans[0]->resource->attributes,
+               r->resource_spans[0]->resource->n_attributes, text,
+               sizeof(text));
+    assert_string_equal(text, "service.name=s:svc process.pid=i:10 "
+                              "host.name=s:box answer=i:-42");
+    attrs_text(r->resource_spans[1]->resource->attributes,
+               r->resource_spans[1]->resource->n_attributes, text,
+               sizeof(text));
+    assert_string_equal(text, "service.name=s:svc process.pid=i:20 "
+                              "host.name=s:box answer=i:-42");
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(r->resource_spans[i]->n_scope_spans, 1);
+        assert_string_equal(r->resource_spans[i]->scope_spans[0]->scope->name,
+                            "spanprof");
+        assert_string_equal(
+            r->resource_spans[i]->scope_spans[0]->scope->version, SP_VERSION);
+    }
+    assert_int_equal(r->resource_spans[0]->scope_spans[0]->n_spans, 2);
+    assert_int_equal(r->resource_spans[1]->scope_spans[0]->n_spans, 1);
+    x = r->resource_spans[0]->scope_spans[0]->spans[0];
+    y = r->resource_spans[1]->scope_spans[0]->spans[0];
+    z = r->resource_spans[0]->scope_spans[0]->spans[1];
+
+    assert_int_equal(x->trace_id.len, 16);
+    assert_memory_equal(x->trace_id.data, a.trace_id, 16);
+    assert_int_equal(x->span_id.len, 8);
+    assert_memory_equal(x->span_id.data, a.span_id, 8);
+    assert_int_equal(x->parent_span_id.len, 8);
+    assert_memory_equal(x->parent_span_id.data, a.parent_span_id, 8);
+    assert_string_equal(x->trace_state, "vendor=value,other=1");
+    assert_string_equal(x->name, "GET /index");
+    assert_int_equal(x->kind,
+        OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_SERVER);
+    assert_int_equal(x->start_time_unix_nano, a.start_ns);
+    assert_int_equal(x->end_time_unix_nano, a.end_ns);
+    assert_non_null(x->status);
+    assert_int_equal(x->status->code, STATUS_ERROR);
+    assert_string_equal(x->status->message, "");
+    /* Sampled, parent known to be remote. */
+    assert_int_equal(x->flags, 0x301);
+    attrs_text(x->attributes, x->n_attributes, text, sizeof(text));
+    assert_string_equal(text,
+        "http.request.method=s:GET http.response.status_code=i:503 "
+        "splunk.snapshot.profiling=b:1 url.path=s:/index\xef\xbf\xbd "
+        "empty=s: negative=i:-3 no=b:0");
+
+    /* A root span: no parent, the parent's remoteness known (none). */
+    assert_int_equal(y->parent_span_id.len, 0);
+    assert_string_equal(y->trace_state, "");
+    assert_null(y->status);
+    assert_int_equal(y->flags, 0x100);
+    assert_int_equal(y->n_attributes, 0);
+    for (i = 0; i < 16; i++) {
+        want[i] = (uint8_t)(0x20 + i);
+    }
+    assert_memory_equal(y->trace_id.data, want, 16);
+
+    assert_string_equal(z->name, "GET");
+    assert_int_equal(z->kind, 0);
+    assert_int_equal(z->flags, 0x101);
+    assert_int_equal(z->n_attributes, 1);
+    free_traces(r);
+    sp_otlp_traces_destroy(t);
+    sp_resource_destroy(res);
+}
+
+static void
+traces_refuse_spans_receivers_would_reject(void **state)
+{
+    sp_otlp_traces *t = new_traces(0);
+    sp_span_record  s;
+    sp_span_attr    bad;
+
+    (void)state;
+    s = span(1, 1, false);
+    memset(s.trace_id, 0, sizeof(s.trace_id));
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0),
+                     SP_ERR_INVALID);
+    s = span(1, 1, false);
+    memset(s.span_id, 0, sizeof(s.span_id));
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0),
+                     SP_ERR_INVALID);
+    s = span(1, 1, false);
+    s.kind = 6;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0),
+                     SP_ERR_INVALID);
+    s = span(1, 1, false);
+    s.status_code = 3;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0),
+                     SP_ERR_INVALID);
+    s = span(1, 1, false);
+    s.name = NULL;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0),
+                     SP_ERR_INVALID);
+    s = span(1, 1, false);
+    bad = span_attrs[0];
+    bad.type = 9;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, &bad, 1),
+                     SP_ERR_INVALID);
+    bad = span_attrs[0];
+    bad.key_len = 0;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, &bad, 1),
+                     SP_ERR_INVALID);
+    bad = span_attrs[0];
+    bad.str = NULL;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, &bad, 1),
+                     SP_ERR_INVALID);
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 1),
+                     SP_ERR_INVALID);
+    assert_int_equal(sp_otlp_traces_count(t), 0);
+    assert_int_equal(sp_otlp_traces_size(t), 0);
+    sp_otlp_traces_destroy(t);
+}
+
+static void
+one_request_holds_at_most_max_resources_workers(void **state)
+{
+    sp_otlp_traces *t = new_traces(0);
+    sp_span_record  s = span(1, 1, false);
+    TraceRequest   *r;
+    uint32_t        pid;
+
+    (void)state;
+    for (pid = 1; pid <= SP_OTLP_MAX_RESOURCES; pid++) {
+        s.pid = pid;
+        assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0), SP_OK);
+    }
+    s.pid = pid;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0),
+                     SP_ERR_TOO_LONG);
+    /* A worker already in it still gets spans. */
+    s.pid = 17;
+    assert_int_equal(sp_otlp_traces_add(t, NULL, &s, NULL, 0), SP_OK);
+    r = unpack_traces(t);
+    assert_int_equal(r->n_resource_spans, SP_OTLP_MAX_RESOURCES);
+    assert_int_equal(r->resource_spans[16]->scope_spans[0]->n_spans, 2);
+    assert_int_equal(
+        r->resource_spans[16]->resource->attributes[0]->value->int_value,
+        17);
+    free_traces(r);
+    sp_otlp_traces_destroy(t);
+}
+
+static void
+reset_gives_what_a_new_builder_gives(void **state)
+{
+    sp_resource    *res = resource("svc", true);
+    sp_otlp_traces *used = new_traces(0), *fresh = new_traces(0);
+    sp_span_record  s = span(3, 3, true);
+    sp_buf          a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+
+    (void)state;
+    assert_int_equal(sp_otlp_traces_add(used, res, &s, span_attrs, 3),
+                     SP_OK);
+    s.pid = 4;
+    assert_int_equal(sp_otlp_traces_add(used, res, &s, span_attrs, 3),
+                     SP_OK);
+    sp_otlp_traces_reset(used);
+    assert_int_equal(sp_otlp_traces_count(used), 0);
+    assert_int_equal(sp_otlp_traces_size(used), 0);
+    assert_int_equal(sp_otlp_traces_serialize(used, &a), SP_OK);
+    assert_int_equal(a.len, 0);
+    assert_int_equal(sp_otlp_traces_add(used, res, &s, span_attrs, 2),
+                     SP_OK);
+    assert_int_equal(sp_otlp_traces_add(fresh, res, &s, span_attrs, 2),
+                     SP_OK);
+    assert_int_equal(sp_otlp_traces_serialize(used, &a), SP_OK);
+    assert_int_equal(sp_otlp_traces_serialize(fresh, &b), SP_OK);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    sp_buf_free(&a);
+    sp_buf_free(&b);
+    sp_otlp_traces_destroy(used);
+    sp_otlp_traces_destroy(fresh);
+    sp_resource_destroy(res);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(pprof_logs_round_trip),
+        cmocka_unit_test(resource_gets_the_worker_pid_when_it_has_none),
+        cmocka_unit_test(text_logs_follow_the_call_stack_format),
+        cmocka_unit_test(logs_refuse_bad_arguments),
+        cmocka_unit_test(requests_stay_within_max_bytes),
+        cmocka_unit_test(traces_round_trip),
+        cmocka_unit_test(traces_refuse_spans_receivers_would_reject),
+        cmocka_unit_test(one_request_holds_at_most_max_resources_workers),
+        cmocka_unit_test(reset_gives_what_a_new_builder_gives),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
