@@ -12,6 +12,7 @@ B           := $(abspath $(BUILD))
 NGINX_SRC   ?= /usr/share/nginx/src
 APXS        ?= apxs
 FUZZ_SECONDS ?= 10
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 
 CC          ?= cc
 CLANG       ?= clang
@@ -144,18 +145,42 @@ $(BUILD)/tests/%: core/tests/%.c $(EXPORT_LIB) $(CORE_LIB) $(TEST_HDRS)
 	$(CC) $(CORE_CFLAGS) -Icore/exporter -Icore/tests $< $(EXPORT_LIB) \
 	    $(CORE_LIB) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
 
-# The sanitized tests and the fuzzers compile every source again with the
-# sanitizers on (generated protobuf-c code included).
-$(BUILD)/tests-asan/%: core/tests/%.c $(ALL_SRCS) $(CORE_HDRS) $(TEST_HDRS) $(PROTO_H)
-	@mkdir -p $(@D)
-	$(CC) $(CORE_CFLAGS) -Wno-error -O1 $(SAN_FLAGS) -Icore/exporter -Icore/tests \
-	    $< $(ALL_SRCS) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
+# The sanitized tests and the fuzzers use every source compiled again with
+# the sanitizers on (generated protobuf-c code included), once per flavour,
+# into an archive of its own.
+ASAN_OBJS   := $(ALL_SRCS:%.c=$(BUILD)/asan/%.o)
+ASAN_LIB    := $(BUILD)/libspanprof_asan.a
+FUZZO_OBJS  := $(ALL_SRCS:%.c=$(BUILD)/fuzzobj/%.o)
+FUZZO_LIB   := $(BUILD)/libspanprof_fuzz.a
+SAN_CFLAGS  := $(filter-out -O2,$(CORE_CFLAGS)) -Wno-error -O1 -Icore/exporter
 
-$(BUILD)/fuzz/%: core/fuzz/%.c $(ALL_SRCS) $(CORE_HDRS) $(PROTO_H)
+$(BUILD)/asan/%.o: %.c $(CORE_HDRS) $(PROTO_H)
 	@mkdir -p $(@D)
-	$(CLANG) $(filter-out -O2,$(CORE_CFLAGS)) -Wno-error -O1 \
-	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -Icore/exporter $< $(ALL_SRCS) $(EXPORT_LIBS) $(CORE_LIBS) -o $@
+	$(CC) $(SAN_CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(BUILD)/fuzzobj/%.o: %.c $(CORE_HDRS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CLANG) $(SAN_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined \
+	    -fno-sanitize-recover=all -c $< -o $@
+
+$(ASAN_LIB): $(ASAN_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZO_LIB): $(FUZZO_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests-asan/%: core/tests/%.c $(ASAN_LIB) $(CORE_HDRS) $(TEST_HDRS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_CFLAGS) $(SAN_FLAGS) -Icore/tests \
+	    $< $(ASAN_LIB) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
+
+$(BUILD)/fuzz/%: core/fuzz/%.c $(FUZZO_LIB) $(CORE_HDRS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CLANG) $(SAN_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all $< $(FUZZO_LIB) $(EXPORT_LIBS) $(CORE_LIBS) \
+	    -o $@
 
 unit: $(TEST_BINS)
 	@tools/run-unit.sh "unit" $(TEST_BINS)
@@ -173,6 +198,7 @@ prove: build
 test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory -j$(JOBS) $(TEST_BINS) $(ASAN_BINS) $(FUZZ_BINS)
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory fuzz
