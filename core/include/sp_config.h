@@ -130,6 +130,16 @@ SP_API size_t sp_config_invalid_message(char *buf, size_t size,
 SP_API size_t sp_config_describe(const sp_config *c, char *buf,
     size_t size);
 
+/*
+ * The value of setting s as its environment variable would carry it, so
+ * that a process started with that environment (the exporter) reads the
+ * same effective configuration, directives included. Secrets are NOT
+ * masked: never log it. Returns the length snprintf would; 0 (and "")
+ * for a setting without a value, whose variable is then left unset.
+ */
+SP_API size_t sp_config_value_text(const sp_config *c, sp_setting s,
+    char *buf, size_t size);
+
 /* Parses "on"/"off"/"true"/"false" (any case) for per-scope switches. */
 SP_API sp_status sp_config_parse_flag(const char *value, size_t len,
     bool *out);

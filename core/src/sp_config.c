@@ -861,7 +861,7 @@ sp_format_masked(const char *list, char *buf, size_t size)
 
 static size_t
 sp_format_value(const sp_config *c, sp_setting s, const sp_value *v,
-                char *buf, size_t size)
+                bool for_log, char *buf, size_t size)
 {
     const sp_setting_desc *d = &sp_settings[s];
     const char            *text;
@@ -897,6 +897,12 @@ sp_format_value(const sp_config *c, sp_setting s, const sp_value *v,
     }
 
     text = sp_config_text(c, s);
+    if (text == NULL && !for_log) {
+        if (size > 0) {
+            buf[0] = '\0';
+        }
+        return 0;
+    }
     if (text == NULL) {
         if (s == SP_SETTING_SERVICE_NAME) {
             return (size_t)snprintf(buf, size, "unknown_service:%s",
@@ -904,10 +910,23 @@ sp_format_value(const sp_config *c, sp_setting s, const sp_value *v,
         }
         return (size_t)snprintf(buf, size, "(none)");
     }
-    if (d->secret) {
+    if (d->secret && for_log) {
         return sp_format_masked(text, buf, size);
     }
     return (size_t)snprintf(buf, size, "%s", text);
+}
+
+size_t
+sp_config_value_text(const sp_config *c, sp_setting s, char *buf,
+                     size_t size)
+{
+    if ((unsigned)s >= SP_SETTING_COUNT) {
+        if (size > 0) {
+            buf[0] = '\0';
+        }
+        return 0;
+    }
+    return sp_format_value(c, s, &c->value[s], false, buf, size);
 }
 
 size_t
@@ -925,8 +944,8 @@ sp_config_describe(const sp_config *c, char *buf, size_t size)
     n = (size_t)snprintf(buf, size, "spanprof %s configuration:",
                          SP_VERSION);
     for (i = 0; i < SP_SETTING_COUNT; i++) {
-        size_t len = sp_format_value(c, (sp_setting)i, &c->value[i], value,
-                                     sizeof(value));
+        size_t len = sp_format_value(c, (sp_setting)i, &c->value[i], true,
+                                     value, sizeof(value));
 
         if (len >= sizeof(value)) {
             /* Long lists stay readable; the log line has a size limit. */

@@ -654,6 +654,73 @@ describe_shows_every_setting_with_its_origin(void **state)
 }
 
 static void
+value_text_carries_the_effective_configuration_through_the_environment(
+    void **state)
+{
+    static const struct { sp_setting s; const char *v; } set[] = {
+        { SP_SETTING_SNAPSHOT_PROFILER_ENABLED, "on" },
+        { SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY, "0.05" },
+        { SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL, "7" },
+        { SP_SETTING_PROFILER_CALL_STACK_INTERVAL, "2s" },
+        { SP_SETTING_OTLP_ENDPOINT, "https://collector:4317" },
+        { SP_SETTING_OTLP_HEADERS, "X-SF-Token=secret%2Cvalue,a=b" },
+        { SP_SETTING_TRACES_EXPORTER, "console" },
+        { SP_SETTING_TRACES_SAMPLER, "traceidratio" },
+        { SP_SETTING_TRACES_SAMPLER_ARG, "0.25" },
+        { SP_SETTING_PROPAGATORS, "baggage" },
+        { SP_SETTING_BSP_MAX_QUEUE_SIZE, "100" },
+        { SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE, "50" },
+        { SP_SETTING_SERVICE_NAME, "edge" },
+    };
+    char       text[SP_SETTING_COUNT][512], again[512];
+    char       msg[SP_CONFIG_MESSAGE_SIZE];
+    fake_env   env = { { { NULL } } }, none = { { { NULL } } };
+    warnings   w = { 0 };
+    sp_config *c = sp_config_create(SP_SERVER_HTTPD);
+    sp_config *d = sp_config_create(SP_SERVER_HTTPD);
+    size_t     i, n = 0;
+
+    (void)state;
+    for (i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
+        assert_int_equal(directive(c, set[i].s, set[i].v, msg), SP_OK);
+    }
+    complete_with(c, &none, &w);
+    for (i = 0; i < SP_SETTING_COUNT; i++) {
+        if (sp_config_value_text(c, (sp_setting)i, text[i], sizeof(text[i]))
+            > 0)
+        {
+            env.pairs[n][0] = sp_setting_env_name((sp_setting)i);
+            env.pairs[n][1] = text[i];
+            n++;
+        }
+    }
+    /* Unset settings (certificate, resource attributes) stay unset. */
+    assert_int_equal(sp_config_value_text(c, SP_SETTING_OTLP_CERTIFICATE,
+                                          again, sizeof(again)), 0);
+    assert_string_equal(again, "");
+    /* The secret is carried whole, not masked as in the startup line. */
+    assert_int_equal(sp_config_value_text(c, SP_SETTING_OTLP_HEADERS, again,
+                                          sizeof(again)),
+                     strlen("X-SF-Token=secret%2Cvalue,a=b"));
+
+    complete_with(d, &env, &w);
+    assert_int_equal(w.count, 0);
+    for (i = 0; i < SP_SETTING_COUNT; i++) {
+        sp_config_value_text(d, (sp_setting)i, again, sizeof(again));
+        if (sp_config_value_text(c, (sp_setting)i, msg, sizeof(msg)) > 0) {
+            assert_string_equal(again, msg);
+        }
+    }
+    assert_true(sp_config_flag(d, SP_SETTING_SNAPSHOT_PROFILER_ENABLED));
+    assert_int_equal(sp_config_integer(d,
+        SP_SETTING_PROFILER_CALL_STACK_INTERVAL), 2000);
+    assert_string_equal(sp_config_text(d, SP_SETTING_OTLP_HEADERS),
+                        sp_config_text(c, SP_SETTING_OTLP_HEADERS));
+    sp_config_destroy(c);
+    sp_config_destroy(d);
+}
+
+static void
 parse_flag_for_per_scope_switches(void **state)
 {
     bool on = false;
@@ -686,6 +753,8 @@ main(void)
             probability_from_the_environment_is_clamped_with_a_warning),
         cmocka_unit_test(every_setting_accepts_its_forms_and_rejects_others),
         cmocka_unit_test(sampler_argument_is_a_ratio),
+        cmocka_unit_test(
+            value_text_carries_the_effective_configuration_through_the_environment),
         cmocka_unit_test(
             endpoints_are_grpc_urls_and_fall_back_to_the_otlp_endpoint),
         cmocka_unit_test(headers_are_validated_and_never_shown),
