@@ -1,0 +1,198 @@
+/*
+ * The exporter's launch: /bin/sh stands in for the exporter and reports
+ * what it was given (environment, descriptors, signal state), so the test
+ * sees the child exactly as the exporter would.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sp_test.h"
+#include "sp_config.h"
+#include "sp_exporter_launch.h"
+#include "sp_shm.h"
+
+static const char *
+no_env(void *ctx, const char *name)
+{
+    (void)ctx;
+    (void)name;
+    return NULL;
+}
+
+/* Runs script as the exporter; returns what it wrote to the log fd. */
+static char *
+run_as_exporter(const sp_config *c, const char *script, int *status)
+{
+    static char out[65536];
+    const char *args[] = { "-c", script, NULL };
+    sp_exporter_launch l;
+    sp_shm      shm;
+    int         p[2], pid, leaked;
+    size_t      n = 0;
+    ssize_t     r;
+
+    assert_int_equal(sp_shm_create(1, 4096, &shm), SP_OK);
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    /* A descriptor without close-on-exec, as servers leave some. */
+    leaked = open("/dev/null", O_RDONLY);
+    assert_true(leaked > 3);
+
+    memset(&l, 0, sizeof(l));
+    l.path = "/bin/sh";
+    l.config = c;
+    l.server = "nginx";
+    l.server_version = "1.22.1";
+    l.server_exe = "/usr/sbin/nginx";
+    l.region_fd = shm.fd;
+    l.log_fd = p[1];
+    l.title = "spanprof-exporter-test";
+    l.args = args;
+    assert_int_equal(sp_exporter_spawn(&l, &pid), SP_OK);
+    close(p[1]);
+    while ((r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0) {
+        n += (size_t)r;
+    }
+    out[n] = '\0';
+    close(p[0]);
+    assert_int_equal(waitpid(pid, status, 0), pid);
+    close(leaked);
+    sp_shm_close(&shm);
+    return out;
+}
+
+static void
+child_gets_the_effective_configuration_and_nothing_else(void **state)
+{
+    sp_config *c = sp_config_create(SP_SERVER_NGINX);
+    char       msg[SP_CONFIG_MESSAGE_SIZE], *out;
+    int        status;
+
+    (void)state;
+    assert_int_equal(sp_config_set_directive(c, SP_SETTING_SERVICE_NAME,
+        "spanprof_service_name", "edge", 4, msg, sizeof(msg)), SP_OK);
+    assert_int_equal(sp_config_set_directive(c, SP_SETTING_OTLP_HEADERS,
+        "spanprof_otlp_headers", "x-token=s3cret", 14, msg, sizeof(msg)),
+        SP_OK);
+    sp_config_complete(c, no_env, NULL, NULL, NULL);
+    setenv("SPANPROF_TEST_NOT_PASSED", "1", 1);
+
+    out = run_as_exporter(c, "env; echo ARGV0=$0", &status);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_non_null(strstr(out, "OTEL_SERVICE_NAME=edge\n"));
+    assert_non_null(strstr(out, "OTEL_EXPORTER_OTLP_HEADERS=x-token=s3cret\n"));
+    assert_non_null(strstr(out, "OTEL_EXPORTER_OTLP_ENDPOINT="
+                                "http://localhost:4317\n"));
+    assert_non_null(strstr(out, "SPLUNK_PROFILER_CALL_STACK_INTERVAL="
+                                "1000ms\n"));
+    assert_non_null(strstr(out, "SPANPROF_REGION_FD=3\n"));
+    assert_non_null(strstr(out, "SPANPROF_SERVER=nginx\n"));
+    assert_non_null(strstr(out, "SPANPROF_SERVER_VERSION=1.22.1\n"));
+    assert_non_null(strstr(out, "SPANPROF_SERVER_EXE=/usr/sbin/nginx\n"));
+    assert_non_null(strstr(out, "ARGV0=spanprof-exporter-test\n"));
+    assert_null(strstr(out, "SPANPROF_TEST_NOT_PASSED"));
+    assert_null(strstr(out, "OTEL_EXPORTER_OTLP_CERTIFICATE"));
+    unsetenv("SPANPROF_TEST_NOT_PASSED");
+    sp_config_destroy(c);
+}
+
+static void
+child_has_only_its_descriptors_and_default_signals(void **state)
+{
+    sp_config *c = sp_config_create(SP_SERVER_NGINX);
+    sigset_t   block, old;
+    char      *out, *line;
+    int        status;
+
+    (void)state;
+    sp_config_complete(c, no_env, NULL, NULL, NULL);
+    /* A server blocks and ignores signals; the exporter must not inherit
+     * that. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    signal(SIGHUP, SIG_IGN);
+
+    out = run_as_exporter(c,
+        "for f in /proc/self/fd/*; do echo FD=${f##*/}; done; "
+        "grep -E '^Sig(Blk|Ign):' /proc/self/status; "
+        "test \"$(stat -L -c %s /proc/self/fd/3)\" -gt 0 && echo REGION=ok",
+        &status);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    signal(SIGHUP, SIG_DFL);
+
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_non_null(strstr(out, "REGION=ok"));
+    assert_non_null(strstr(out, "SigBlk:\t0000000000000000\n"));
+    assert_non_null(strstr(out, "SigIgn:\t0000000000000000\n"));
+    /* 0, 1, 2, the region, and the one the glob itself may hold open. */
+    for (line = strstr(out, "FD="); line != NULL;
+         line = strstr(line + 1, "FD="))
+    {
+        int fd = atoi(line + 3);
+
+        assert_true(fd <= 4);
+    }
+    sp_config_destroy(c);
+}
+
+static void
+missing_executable_exits_127_and_bad_arguments_are_refused(void **state)
+{
+    sp_config *c = sp_config_create(SP_SERVER_HTTPD);
+    sp_exporter_launch l;
+    sp_shm      shm;
+    int         pid, status;
+
+    (void)state;
+    sp_config_complete(c, no_env, NULL, NULL, NULL);
+    assert_int_equal(sp_shm_create(1, 4096, &shm), SP_OK);
+    memset(&l, 0, sizeof(l));
+    l.config = c;
+    l.region_fd = shm.fd;
+    l.log_fd = -1;
+    assert_int_equal(sp_exporter_spawn(&l, &pid), SP_ERR_INVALID);
+    l.path = "/nonexistent/spanprof-exporter";
+    assert_int_equal(sp_exporter_spawn(&l, &pid), SP_OK);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 127);
+    l.region_fd = -1;
+    assert_int_equal(sp_exporter_spawn(&l, &pid), SP_ERR_INVALID);
+    sp_shm_close(&shm);
+    sp_config_destroy(c);
+}
+
+static void
+default_path_follows_the_environment(void **state)
+{
+    char buf[4096];
+
+    (void)state;
+    setenv(SP_EXPORTER_PATH_ENV, "/opt/sp/bin/spanprof-exporter", 1);
+    assert_int_equal(sp_exporter_default_path(buf, sizeof(buf)),
+                     strlen("/opt/sp/bin/spanprof-exporter"));
+    assert_string_equal(buf, "/opt/sp/bin/spanprof-exporter");
+    unsetenv(SP_EXPORTER_PATH_ENV);
+    /* Linked statically into this test: next to the test binary. */
+    assert_true(sp_exporter_default_path(buf, sizeof(buf)) > 0);
+    assert_non_null(strstr(buf, "/" SP_EXPORTER_NAME));
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            child_gets_the_effective_configuration_and_nothing_else),
+        cmocka_unit_test(child_has_only_its_descriptors_and_default_signals),
+        cmocka_unit_test(
+            missing_executable_exits_127_and_bad_arguments_are_refused),
+        cmocka_unit_test(default_path_follows_the_environment),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
