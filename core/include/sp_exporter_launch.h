@@ -33,6 +33,18 @@
 #define SP_EXPORTER_VERSION_ENV   "SPANPROF_SERVER_VERSION"
 #define SP_EXPORTER_EXE_ENV       "SPANPROF_SERVER_EXE"
 #define SP_EXPORTER_CONSOLE_ENV   "SPANPROF_CONSOLE_PATH"
+/* The deprecated text format of the profiling logs: "text" (SPEC 5). */
+#define SP_EXPORTER_FORMAT_ENV    "SPANPROF_PROFILING_FORMAT"
+
+/*
+ * Variables of the supervising process passed on unchanged when set: the
+ * exporter's own knobs, and what OpenSSL (gRPC's TLS) and libdw read.
+ */
+#define SP_EXPORTER_PASSED_ENV \
+    { SP_EXPORTER_CONSOLE_ENV, SP_EXPORTER_FORMAT_ENV, \
+      "SPANPROF_EXPORTER_MAX_BYTES", "SPANPROF_DEBUG_DIRS", \
+      "SSL_CERT_FILE", "SSL_CERT_DIR", \
+      "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "TZ", NULL }
 
 typedef struct sp_exporter_launch {
     const char      *path;          /* the executable */

@@ -1,7 +1,10 @@
 /*
- * fork + exec of the exporter; see sp_exporter_launch.h for what the child
- * gets. Between fork and exec only async-signal-safe calls run: argv and
- * envp are built before fork.
+ * Starting the exporter: see sp_exporter_launch.h for what the child gets.
+ *
+ * Between fork and exec only async-signal-safe calls run (the server may
+ * have threads, httpd's event MPM parent does not but a module's might):
+ * argv and envp are built in one allocation before fork, and the child
+ * uses dup2, fcntl, close, sigaction, prctl and execve alone.
  */
 #include "sp_exporter_launch.h"
 #include "sp_shm.h"
@@ -10,241 +13,300 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-/* The parent's variables the exporter may need: trust store locations for
- * TLS, and where the console exporter writes. */
-static const char *const sp_exporter_passed_env[] = {
-    SP_EXPORTER_CONSOLE_ENV,
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
-    "TZ",
-};
-
-#define SP_PASSED_COUNT \
-    (sizeof(sp_exporter_passed_env) / sizeof(sp_exporter_passed_env[0]))
-#define SP_ENV_MAX  (SP_SETTING_COUNT + SP_PASSED_COUNT + 6)
-#define SP_ARGS_MAX 16
+#define SP_LAUNCH_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+#define SP_LAUNCH_MAX_ARGS     32
+/* Descriptors are moved above this before being put in place, so that a
+ * region or log descriptor that is already 0..3 is not overwritten. */
+#define SP_LAUNCH_FD_SCRATCH   10
 
 typedef struct sp_launch_plan {
-    char *env[SP_ENV_MAX + 1];
-    size_t env_count;
-    char *argv[SP_ARGS_MAX + 2];
+    char  *block;       /* every string below lives here */
+    char **argv;
+    char **envp;
 } sp_launch_plan;
 
-static void
-sp_plan_free(sp_launch_plan *p)
-{
-    size_t i;
+static const char *const sp_passed_env[] = SP_EXPORTER_PASSED_ENV;
 
-    for (i = 0; i < p->env_count; i++) {
-        free(p->env[i]);
-    }
+/* Appends "name=value" to the block at *used; returns it. */
+static char *
+sp_plan_put(char *block, size_t *used, const char *name, const char *value)
+{
+    char  *p = block + *used;
+    size_t n = strlen(name), v = strlen(value);
+
+    memcpy(p, name, n);
+    p[n] = '=';
+    memcpy(p + n + 1, value, v + 1);
+    *used += n + v + 2;
+    return p;
+}
+
+static char *
+sp_plan_copy(char *block, size_t *used, const char *s)
+{
+    char  *p = block + *used;
+    size_t n = strlen(s);
+
+    memcpy(p, s, n + 1);
+    *used += n + 1;
+    return p;
 }
 
 static sp_status
-sp_plan_add(sp_launch_plan *p, const char *name, const char *value)
+sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
 {
-    size_t n = strlen(name), v = strlen(value);
-    char  *s;
+    char        fdtext[16], value[8192];
+    const char *path_env = getenv("PATH");
+    const char *fixed[4][2];
+    size_t      i, bytes = 0, used, nenv = 0, nargs = 0, nptr;
+    char       *strings;
 
-    if (p->env_count >= SP_ENV_MAX) {
-        return SP_ERR_TOO_LONG;
+    snprintf(fdtext, sizeof(fdtext), "%d", SP_EXPORTER_REGION_FD);
+    fixed[0][0] = SP_SHM_FD_ENV;
+    fixed[0][1] = fdtext;
+    fixed[1][0] = SP_EXPORTER_SERVER_ENV;
+    fixed[1][1] = l->server != NULL ? l->server : "";
+    fixed[2][0] = SP_EXPORTER_VERSION_ENV;
+    fixed[2][1] = l->server_version != NULL ? l->server_version : "";
+    fixed[3][0] = SP_EXPORTER_EXE_ENV;
+    fixed[3][1] = l->server_exe != NULL ? l->server_exe : "";
+    if (path_env == NULL || path_env[0] == '\0') {
+        path_env = SP_LAUNCH_DEFAULT_PATH;
     }
-    s = malloc(n + v + 2);
-    if (s == NULL) {
+
+    /* First pass: sizes. */
+    for (i = 0; i < SP_SETTING_COUNT; i++) {
+        size_t len = sp_config_value_text(l->config, (sp_setting)i, value,
+                                          sizeof(value));
+        if (len == 0) {
+            continue;
+        }
+        if (len >= sizeof(value)) {
+            return SP_ERR_TOO_LONG;
+        }
+        bytes += strlen(sp_setting_env_name((sp_setting)i)) + len + 2;
+        nenv++;
+    }
+    for (i = 0; i < 4; i++) {
+        bytes += strlen(fixed[i][0]) + strlen(fixed[i][1]) + 2;
+        nenv++;
+    }
+    bytes += strlen("PATH") + strlen(path_env) + 2;
+    nenv++;
+    for (i = 0; sp_passed_env[i] != NULL; i++) {
+        const char *v = getenv(sp_passed_env[i]);
+        if (v != NULL) {
+            bytes += strlen(sp_passed_env[i]) + strlen(v) + 2;
+            nenv++;
+        }
+    }
+    bytes += strlen(l->title != NULL ? l->title : SP_EXPORTER_NAME) + 1;
+    if (l->args != NULL) {
+        for (nargs = 0; l->args[nargs] != NULL; nargs++) {
+            if (nargs == SP_LAUNCH_MAX_ARGS) {
+                return SP_ERR_TOO_LONG;
+            }
+            bytes += strlen(l->args[nargs]) + 1;
+        }
+    }
+
+    nptr = (nargs + 2) + (nenv + 1);
+    plan->block = malloc(nptr * sizeof(char *) + bytes);
+    if (plan->block == NULL) {
         return SP_ERR_NOMEM;
     }
-    memcpy(s, name, n);
-    s[n] = '=';
-    memcpy(s + n + 1, value, v + 1);
-    p->env[p->env_count++] = s;
-    p->env[p->env_count] = NULL;
+    plan->argv = (char **)(void *)plan->block;
+    plan->envp = plan->argv + nargs + 2;
+    strings = (char *)(plan->envp + nenv + 1);
+    used = 0;
+
+    /* Second pass: the strings. */
+    plan->argv[0] = sp_plan_copy(strings, &used,
+                                 l->title != NULL ? l->title
+                                                  : SP_EXPORTER_NAME);
+    for (i = 0; i < nargs; i++) {
+        plan->argv[i + 1] = sp_plan_copy(strings, &used, l->args[i]);
+    }
+    plan->argv[nargs + 1] = NULL;
+
+    nenv = 0;
+    for (i = 0; i < SP_SETTING_COUNT; i++) {
+        if (sp_config_value_text(l->config, (sp_setting)i, value,
+                                 sizeof(value)) > 0)
+        {
+            plan->envp[nenv++] = sp_plan_put(strings, &used,
+                sp_setting_env_name((sp_setting)i), value);
+        }
+    }
+    for (i = 0; i < 4; i++) {
+        plan->envp[nenv++] = sp_plan_put(strings, &used, fixed[i][0],
+                                         fixed[i][1]);
+    }
+    plan->envp[nenv++] = sp_plan_put(strings, &used, "PATH", path_env);
+    for (i = 0; sp_passed_env[i] != NULL; i++) {
+        const char *v = getenv(sp_passed_env[i]);
+        if (v != NULL) {
+            plan->envp[nenv++] = sp_plan_put(strings, &used,
+                                             sp_passed_env[i], v);
+        }
+    }
+    plan->envp[nenv] = NULL;
+    /* The value buffer held secrets (headers). */
+    explicit_bzero(value, sizeof(value));
     return SP_OK;
 }
 
-static sp_status
-sp_plan_build(sp_launch_plan *p, const sp_exporter_launch *l)
-{
-    char        value[8192], fd[16];
-    const char *v;
-    size_t      i, n;
-    sp_status   st = SP_OK;
-
-    for (i = 0; i < SP_SETTING_COUNT && st == SP_OK; i++) {
-        n = sp_config_value_text(l->config, (sp_setting)i, value,
-                                 sizeof(value));
-        if (n >= sizeof(value)) {
-            st = SP_ERR_TOO_LONG;
-        } else if (n > 0) {
-            st = sp_plan_add(p, sp_setting_env_name((sp_setting)i), value);
-        }
-    }
-    snprintf(fd, sizeof(fd), "%d", SP_EXPORTER_REGION_FD);
-    if (st == SP_OK) {
-        st = sp_plan_add(p, SP_SHM_FD_ENV, fd);
-    }
-    if (st == SP_OK && l->server != NULL) {
-        st = sp_plan_add(p, SP_EXPORTER_SERVER_ENV, l->server);
-    }
-    if (st == SP_OK && l->server_version != NULL) {
-        st = sp_plan_add(p, SP_EXPORTER_VERSION_ENV, l->server_version);
-    }
-    if (st == SP_OK && l->server_exe != NULL) {
-        st = sp_plan_add(p, SP_EXPORTER_EXE_ENV, l->server_exe);
-    }
-    if (st == SP_OK) {
-        v = getenv("PATH");
-        st = sp_plan_add(p, "PATH", v != NULL && v[0] != '\0'
-                         ? v : "/usr/local/bin:/usr/bin:/bin");
-    }
-    for (i = 0; i < SP_PASSED_COUNT && st == SP_OK; i++) {
-        v = getenv(sp_exporter_passed_env[i]);
-        if (v != NULL && v[0] != '\0') {
-            st = sp_plan_add(p, sp_exporter_passed_env[i], v);
-        }
-    }
-
-    p->argv[0] = (char *)(l->title != NULL ? l->title : SP_EXPORTER_NAME);
-    for (i = 0; l->args != NULL && l->args[i] != NULL; i++) {
-        if (i >= SP_ARGS_MAX) {
-            return SP_ERR_TOO_LONG;
-        }
-        p->argv[i + 1] = (char *)l->args[i];
-    }
-    p->argv[i + 1] = NULL;
-    return st;
-}
-
 static void
-sp_child_close_from(int first)
+sp_close_from(int first)
 {
-    long max, fd;
-
-    if (close_range((unsigned)first, ~0u, 0) == 0) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)first, ~0u, 0u) == 0) {
         return;
     }
-    max = sysconf(_SC_OPEN_MAX);
-    for (fd = first; fd < (max > 0 ? max : 65536); fd++) {
-        close((int)fd);
+#endif
+    for (int fd = first; fd < 65536; fd++) {
+        close(fd);
     }
 }
 
-/* In the child, between fork and exec: async-signal-safe calls only. */
-static void
-sp_child_exec(const sp_exporter_launch *l, const sp_launch_plan *p,
-              pid_t parent)
+/* The child, between fork and exec: async-signal-safe calls only. */
+static void __attribute__((noreturn))
+sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
+         pid_t parent)
 {
-    struct sigaction sa;
+    struct sigaction dfl;
     sigset_t         none;
-    int              sig, null_fd, region = l->region_fd;
+    int              region, log, null_fd, sig;
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = SIG_DFL;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
     for (sig = 1; sig < NSIG; sig++) {
-        (void)sigaction(sig, &sa, NULL);    /* fails for KILL, STOP: fine */
-    }
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
-
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) {
-        _exit(126);     /* the supervisor is already gone */
+        /* SIGKILL, SIGSTOP and libc's internal signals refuse: fine. */
+        sigaction(sig, &dfl, NULL);
     }
 
-    /* Move the region out of the way of 0..3 before those are set. */
-    if (region <= SP_EXPORTER_REGION_FD) {
-        region = fcntl(region, F_DUPFD, SP_EXPORTER_REGION_FD + 1);
-    }
-    if (l->log_fd >= 0) {
-        if (dup2(l->log_fd, STDERR_FILENO) < 0
-            || dup2(l->log_fd, STDOUT_FILENO) < 0)
-        {
-            _exit(126);
-        }
-    }
-    null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0 && null_fd != STDIN_FILENO) {
-        dup2(null_fd, STDIN_FILENO);
-        close(null_fd);
-    }
-    if (region < 0 || dup2(region, SP_EXPORTER_REGION_FD) < 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
         _exit(126);
     }
-    sp_child_close_from(SP_EXPORTER_REGION_FD + 1);
+    /* The parent may have died before the prctl: nobody would tell us. */
+    if (getppid() != parent) {
+        _exit(0);
+    }
+
+    region = fcntl(l->region_fd, F_DUPFD, SP_LAUNCH_FD_SCRATCH);
+    log = l->log_fd >= 0 ? fcntl(l->log_fd, F_DUPFD, SP_LAUNCH_FD_SCRATCH)
+                         : -1;
+    if (region < 0 || (l->log_fd >= 0 && log < 0)) {
+        _exit(126);
+    }
+    null_fd = open("/dev/null", O_RDWR);
+    if (null_fd < 0 || dup2(null_fd, 0) < 0) {
+        _exit(126);
+    }
+    if (log >= 0 && (dup2(log, 1) < 0 || dup2(log, 2) < 0)) {
+        _exit(126);
+    }
+    if (dup2(region, SP_EXPORTER_REGION_FD) < 0) {
+        _exit(126);
+    }
+    sp_close_from(SP_EXPORTER_REGION_FD + 1);
 
     if (l->set_ids) {
-        gid_t gid = (gid_t)l->gid;
-
-        if (setgroups(1, &gid) != 0 || setgid(gid) != 0
-            || setuid((uid_t)l->uid) != 0)
-        {
+        if (setgroups(0, NULL) != 0 && errno != EPERM) {
+            _exit(126);
+        }
+        if (setgid((gid_t)l->gid) != 0 || setuid((uid_t)l->uid) != 0) {
+            _exit(126);
+        }
+        /* Changing ids clears the death signal. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) {
             _exit(126);
         }
     }
-    execve(l->path, p->argv, p->env);
+
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(l->path, plan->argv, plan->envp);
     _exit(127);
 }
 
 sp_status
-sp_exporter_spawn(const sp_exporter_launch *l, int *pid_out)
+sp_exporter_spawn(const sp_exporter_launch *l, int *pid)
 {
     sp_launch_plan plan;
+    sigset_t       all, old;
+    pid_t          parent, child;
     sp_status      st;
-    pid_t          parent, pid;
     int            saved;
 
-    if (l == NULL || l->path == NULL || l->path[0] == '\0'
+    if (l == NULL || pid == NULL || l->path == NULL || l->path[0] == '\0'
         || l->config == NULL || l->region_fd < 0)
     {
         return SP_ERR_INVALID;
     }
-    memset(&plan, 0, sizeof(plan));
-    st = sp_plan_build(&plan, l);
+    st = sp_plan_build(l, &plan);
     if (st != SP_OK) {
-        sp_plan_free(&plan);
         return st;
     }
 
+    /* No handler of the parent may run in the child before the reset. */
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
     parent = getpid();
-    pid = fork();
-    if (pid == 0) {
-        sp_child_exec(l, &plan, parent);
+    child = fork();
+    if (child == 0) {
+        sp_child(l, &plan, parent);
     }
     saved = errno;
-    sp_plan_free(&plan);
-    if (pid < 0) {
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    explicit_bzero(plan.block, (size_t)((char *)plan.envp - plan.block));
+    free(plan.block);
+    if (child < 0) {
         errno = saved;
-        return SP_ERR_IO;
+        return saved == ENOMEM || saved == EAGAIN ? SP_ERR_NOMEM : SP_ERR_IO;
     }
-    *pid_out = (int)pid;
+    *pid = (int)child;
     return SP_OK;
 }
 
 size_t
 sp_exporter_default_path(char *buf, size_t size)
 {
-    const char *env = getenv(SP_EXPORTER_PATH_ENV), *slash;
+    const char *env = getenv(SP_EXPORTER_PATH_ENV);
+    char        self[PATH_MAX];
+    const char *object = NULL, *slash;
     Dl_info     info;
 
     if (env != NULL && env[0] != '\0') {
         return (size_t)snprintf(buf, size, "%s", env);
     }
-    if (dladdr((void *)sp_exporter_default_path, &info) == 0
-        || info.dli_fname == NULL
-        || (slash = strrchr(info.dli_fname, '/')) == NULL)
+    /* dladdr names a shared object by the path it was loaded from; for the
+     * main program it may give argv[0], which servers overwrite. */
+    if (dladdr((void *)(uintptr_t)sp_exporter_default_path, &info) != 0
+        && info.dli_fname != NULL && info.dli_fname[0] == '/')
     {
-        if (size > 0) {
-            buf[0] = '\0';
+        object = info.dli_fname;
+    } else {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0) {
+            if (size > 0) {
+                buf[0] = '\0';
+            }
+            return 0;
         }
-        return 0;
+        self[n] = '\0';
+        object = self;
     }
+    slash = strrchr(object, '/');
     return (size_t)snprintf(buf, size, "%.*s/%s",
-                            (int)(slash - info.dli_fname), info.dli_fname,
-                            SP_EXPORTER_NAME);
+                            (int)(slash - object), object, SP_EXPORTER_NAME);
 }

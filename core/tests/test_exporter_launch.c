@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -166,6 +167,59 @@ missing_executable_exits_127_and_bad_arguments_are_refused(void **state)
     sp_config_destroy(c);
 }
 
+/*
+ * The exporter goes when its supervisor dies: an intermediate process
+ * spawns it and exits; the exporter, reparented to this test (a
+ * subreaper), must die of SIGTERM.
+ */
+static void
+child_gets_sigterm_when_the_supervisor_dies(void **state)
+{
+    sp_config *c = sp_config_create(SP_SERVER_NGINX);
+    int        p[2], status, exporter = 0;
+    pid_t      mid;
+
+    (void)state;
+    sp_config_complete(c, no_env, NULL, NULL, NULL);
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    assert_int_equal(pipe(p), 0);
+    mid = fork();
+    assert_true(mid >= 0);
+    if (mid == 0) {
+        const char *args[] = { "-c", "exec sleep 60", NULL };
+        sp_exporter_launch l;
+        sp_shm      shm;
+        int         pid = 0;
+
+        if (sp_shm_create(1, 4096, &shm) != SP_OK) {
+            _exit(1);
+        }
+        memset(&l, 0, sizeof(l));
+        l.path = "/bin/sh";
+        l.config = c;
+        l.region_fd = shm.fd;
+        l.log_fd = -1;
+        l.args = args;
+        if (sp_exporter_spawn(&l, &pid) != SP_OK) {
+            _exit(1);
+        }
+        if (write(p[1], &pid, sizeof(pid)) != (ssize_t)sizeof(pid)) {
+            _exit(1);
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    assert_int_equal(read(p[0], &exporter, sizeof(exporter)),
+                     sizeof(exporter));
+    close(p[0]);
+    assert_int_equal(waitpid(mid, &status, 0), mid);
+    assert_int_equal(waitpid(exporter, &status, 0), exporter);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGTERM);
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    sp_config_destroy(c);
+}
+
 static void
 default_path_follows_the_environment(void **state)
 {
@@ -191,6 +245,7 @@ main(void)
         cmocka_unit_test(child_has_only_its_descriptors_and_default_signals),
         cmocka_unit_test(
             missing_executable_exits_127_and_bad_arguments_are_refused),
+        cmocka_unit_test(child_gets_sigterm_when_the_supervisor_dies),
         cmocka_unit_test(default_path_follows_the_environment),
     };
 
