@@ -1,0 +1,1422 @@
+/*
+ * The exporter loop (sp_exporter.h): a drain thread (the caller's) that
+ * turns ring records into encoded OTLP requests, and a sender thread that
+ * exports them, so a slow or absent collector never stops the draining
+ * and the rings keep their room for the workers.
+ */
+#include "sp_exporter.h"
+#include "sp_otlp.h"
+#include "sp_otlp_client.h"
+#include "sp_otlp_json.h"
+#include "sp_pprof.h"
+#include "sp_resource.h"
+#include "sp_symbolizer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SP_DRAIN_BUDGET      4096    /* records per ring per pass */
+#define SP_IDLE_SLEEP_MS     10
+#define SP_CLAIM_RETRY_MS    50
+#define SP_MAX_ATTRS         256
+#define SP_ARENA_BYTES       (256u << 10)
+#define SP_MAX_WORKERS       (2 * SP_REGION_MAX_SLOTS)
+#define SP_GRPC_CODES        17
+
+/* ---- the objects of one worker, copied out of the ring */
+
+typedef struct sp_worker {
+    uint32_t          pid;
+    uint32_t          generation;
+    uint16_t          count;
+    sp_object        *objects;
+    sp_pprof_mapping *mappings;
+    char             *paths;
+    uint64_t          used_ms;
+} sp_worker;
+
+/* ---- a profile being built for one (worker, source) */
+
+typedef struct sp_profile_slot {
+    bool      used;
+    uint32_t  pid;
+    uint8_t   source;
+    uint64_t  period_ns;     /* the builder's */
+    sp_pprof *pprof;
+    uint64_t  first_ns;
+    uint64_t  opened_seq;
+    uint64_t  samples;
+} sp_profile_slot;
+
+/* ---- an encoded request waiting for the sender */
+
+typedef struct sp_item {
+    struct sp_item *next;
+    sp_otlp_signal  signal;
+    uint64_t        records;
+    size_t          len;
+    uint8_t         data[];
+} sp_item;
+
+typedef struct sp_sink {
+    sp_exporter      kind;     /* sp_config's exporter */
+    sp_otlp_client  *client;   /* otlp */
+    const char      *method;
+} sp_sink;
+
+struct sp_exporter_loop {
+    sp_exporter_options o;
+    uint32_t            pid;
+    sp_log_level        max_level;
+
+    /* settings */
+    uint64_t            export_interval_ms;
+    uint64_t            bsp_delay_ms;
+    uint64_t            bsp_batch;
+    uint64_t            bsp_queue;
+    uint64_t            timeout_ms;
+    uint64_t            snapshot_period_ns;
+    uint64_t            continuous_period_ns;
+
+    /* drain thread */
+    sp_symbolizer      *symbolizer;
+    sp_resource        *resource;
+    sp_worker          *workers;
+    size_t              worker_count;
+    size_t              worker_cap;
+    size_t              last_worker;
+    sp_profile_slot    *slots;
+    uint64_t            slot_seq;
+    sp_otlp_logs       *logs;
+    uint64_t            logs_records;
+    sp_otlp_traces     *traces;
+    uint64_t            traces_first_ms;
+    sp_buf              scratch;    /* a serialized profile */
+    sp_buf              request;    /* a serialized request */
+    char               *arena;
+    size_t              arena_used;
+    sp_pprof_frame     *frames;
+    sp_pprof_line      *lines;      /* SP_SYMBOL_MAX_INLINE per frame */
+    sp_span_attr       *attrs;
+    uint64_t            next_logs_ms;
+    uint64_t            next_counters_ms;
+    sp_exporter_counters local;     /* the drain thread's, published */
+    uint64_t            held_build; /* records in builders */
+    uint64_t            ring_full_base;
+    uint64_t            ring_corrupt_base;
+
+    /* shared with the sender, under lock */
+    pthread_mutex_t     lock;
+    pthread_cond_t      cond;       /* queue changed, or quit */
+    pthread_cond_t      idle_cond;
+    sp_exporter_counters shared;
+    sp_item            *head, *tail;
+    size_t              queue_bytes;
+    uint64_t            queue_records;
+    uint64_t            queue_spans;
+    sp_item            *inflight;
+    bool                quit;
+    uint64_t            deadline_ms; /* flushing: give up at; 0: none */
+    uint32_t            retry;
+    uint64_t            next_attempt_ms;
+    int                 last_logged_code;
+    uint64_t            last_failure_log_ms;
+    uint64_t            rng;
+
+    sp_sink             sinks[3];   /* indexed by sp_otlp_signal */
+    int                 console_fd;
+    bool                console_owned;
+    pthread_t           sender;
+    bool                sender_started;
+    atomic_bool         stop;
+};
+
+/* ---- small helpers */
+
+static uint64_t
+sp_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t
+sp_now_ms(sp_exporter_loop *e)
+{
+    return e->o.now_ms != NULL ? e->o.now_ms(e->o.clock_ctx) : sp_mono_ms();
+}
+
+static uint64_t
+sp_real_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sp_log(sp_exporter_loop *e, sp_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+sp_log(sp_exporter_loop *e, sp_log_level level, const char *fmt, ...)
+{
+    char    line[1024];
+    va_list ap;
+
+    if (e->o.log == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    e->o.log(e->o.log_ctx, level, line);
+}
+
+static uint64_t
+sp_random(void *ctx)
+{
+    sp_exporter_loop *e = ctx;
+    uint64_t     x = e->rng;
+
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    e->rng = x;
+    return x;
+}
+
+/* ---- workers' objects */
+
+static sp_worker *
+sp_worker_find(sp_exporter_loop *e, uint32_t pid)
+{
+    size_t i;
+
+    if (e->last_worker < e->worker_count
+        && e->workers[e->last_worker].pid == pid)
+    {
+        return &e->workers[e->last_worker];
+    }
+    for (i = 0; i < e->worker_count; i++) {
+        if (e->workers[i].pid == pid) {
+            e->last_worker = i;
+            return &e->workers[i];
+        }
+    }
+    return NULL;
+}
+
+static void
+sp_worker_clear(sp_worker *w)
+{
+    free(w->objects);
+    free(w->mappings);
+    free(w->paths);
+    w->objects = NULL;
+    w->mappings = NULL;
+    w->paths = NULL;
+    w->count = 0;
+}
+
+static void
+sp_worker_forget(sp_exporter_loop *e, uint32_t pid)
+{
+    sp_worker *w = sp_worker_find(e, pid);
+
+    if (w == NULL) {
+        return;
+    }
+    sp_worker_clear(w);
+    *w = e->workers[--e->worker_count];
+    e->last_worker = 0;
+}
+
+static sp_status
+sp_objects_take(sp_exporter_loop *e, const sp_objects_record *r)
+{
+    sp_worker *w = sp_worker_find(e, r->pid);
+    sp_object *objs;
+    sp_pprof_mapping *maps;
+    char      *paths;
+    size_t     bytes = 0, used = 0;
+    uint16_t   i;
+
+    if (w != NULL && w->generation == r->generation && w->count == r->count
+        && w->objects != NULL)
+    {
+        return SP_OK;
+    }
+    for (i = 0; i < r->count; i++) {
+        sp_object o;
+        if (sp_object_at(r, i, &o) != SP_OK) {
+            return SP_ERR_INVALID;
+        }
+        bytes += o.path_len + 1;
+    }
+    objs = calloc(r->count ? r->count : 1, sizeof(*objs));
+    maps = calloc(r->count ? r->count : 1, sizeof(*maps));
+    paths = malloc(bytes ? bytes : 1);
+    if (objs == NULL || maps == NULL || paths == NULL) {
+        free(objs);
+        free(maps);
+        free(paths);
+        return SP_ERR_NOMEM;
+    }
+    for (i = 0; i < r->count; i++) {
+        sp_object_at(r, i, &objs[i]);
+        memcpy(paths + used, objs[i].path, objs[i].path_len);
+        paths[used + objs[i].path_len] = '\0';
+        objs[i].path = paths + used;
+        used += objs[i].path_len + 1;
+    }
+    for (i = 0; i < r->count; i++) {
+        maps[i].start = objs[i].start;
+        maps[i].limit = objs[i].end;
+        maps[i].file_offset = objs[i].file_offset;
+        maps[i].path = objs[i].path;
+        maps[i].build_id = objs[i].build_id;
+        maps[i].build_id_len = objs[i].build_id_len;
+    }
+
+    if (w == NULL) {
+        if (e->worker_count == e->worker_cap) {
+            size_t     cap = e->worker_cap ? e->worker_cap * 2 : 16;
+            sp_worker *nw;
+
+            if (cap > SP_MAX_WORKERS) {
+                /* More pids than slots can ever have claimed: the least
+                 * recently used one is long gone. */
+                size_t lru = 0, j;
+                for (j = 1; j < e->worker_count; j++) {
+                    if (e->workers[j].used_ms < e->workers[lru].used_ms) {
+                        lru = j;
+                    }
+                }
+                sp_worker_forget(e, e->workers[lru].pid);
+            } else {
+                nw = realloc(e->workers, cap * sizeof(*nw));
+                if (nw == NULL) {
+                    free(objs);
+                    free(maps);
+                    free(paths);
+                    return SP_ERR_NOMEM;
+                }
+                e->workers = nw;
+                e->worker_cap = cap;
+            }
+        }
+        w = &e->workers[e->worker_count++];
+        memset(w, 0, sizeof(*w));
+        w->pid = r->pid;
+    } else {
+        sp_worker_clear(w);
+    }
+    w->generation = r->generation;
+    w->count = r->count;
+    w->objects = objs;
+    w->mappings = maps;
+    w->paths = paths;
+    w->used_ms = sp_now_ms(e);
+    return SP_OK;
+}
+
+/* ---- the queue (sender side of the hand-over) */
+
+static void
+sp_item_drop_locked(sp_exporter_loop *e, sp_item *it, uint64_t *counter)
+{
+    *counter += it->records;
+    e->queue_bytes -= it->len;
+    e->queue_records -= it->records;
+    if (it->signal == SP_OTLP_SIGNAL_TRACES) {
+        e->queue_spans -= it->records;
+    }
+    free(it);
+}
+
+/* Evicts the oldest item (of signal, or any when 0). */
+static bool
+sp_evict_oldest_locked(sp_exporter_loop *e, int signal)
+{
+    sp_item **pp = &e->head, *prev = NULL;
+
+    while (*pp != NULL && signal != 0 && (int)(*pp)->signal != signal) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp == NULL) {
+        return false;
+    }
+    sp_item *it = *pp;
+    *pp = it->next;
+    if (e->tail == it) {
+        e->tail = prev;
+    }
+    sp_item_drop_locked(e, it, &e->shared.dropped_queue_full);
+    return true;
+}
+
+static void sp_publish(sp_exporter_loop *e);
+
+/* Hands the request in e->request (records samples or spans) over. */
+static void
+sp_queue_push(sp_exporter_loop *e, sp_otlp_signal signal, uint64_t records)
+{
+    sp_item *it;
+    size_t   len = e->request.len;
+
+    e->held_build -= records;
+    if (e->sinks[signal].kind == SP_EXPORTER_NONE) {
+        e->local.dropped_disabled += records;
+        return;
+    }
+    it = malloc(sizeof(*it) + len);
+    if (it == NULL) {
+        e->local.dropped_queue_full += records;
+        return;
+    }
+    it->next = NULL;
+    it->signal = signal;
+    it->records = records;
+    it->len = len;
+    memcpy(it->data, e->request.data, len);
+
+    pthread_mutex_lock(&e->lock);
+    while (e->head != NULL && e->queue_bytes + len > e->o.max_queue_bytes) {
+        sp_evict_oldest_locked(e, 0);
+    }
+    if (signal == SP_OTLP_SIGNAL_TRACES) {
+        while (e->queue_spans + records > e->bsp_queue
+               && sp_evict_oldest_locked(e, SP_OTLP_SIGNAL_TRACES))
+        {
+        }
+    }
+    if (len > e->o.max_queue_bytes) {
+        pthread_mutex_unlock(&e->lock);
+        free(it);
+        e->local.dropped_queue_full += records;
+        return;
+    }
+    if (e->tail != NULL) {
+        e->tail->next = it;
+    } else {
+        e->head = it;
+    }
+    e->tail = it;
+    e->queue_bytes += len;
+    e->queue_records += records;
+    if (signal == SP_OTLP_SIGNAL_TRACES) {
+        e->queue_spans += records;
+    }
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void
+sp_logs_push(sp_exporter_loop *e)
+{
+    if (sp_otlp_logs_count(e->logs) == 0) {
+        return;
+    }
+    sp_buf_clear(&e->request);
+    if (sp_otlp_logs_serialize(e->logs, &e->request) == SP_OK) {
+        sp_queue_push(e, SP_OTLP_SIGNAL_LOGS, e->logs_records);
+    } else {
+        e->held_build -= e->logs_records;
+        e->local.dropped_too_large += e->logs_records;
+    }
+    sp_otlp_logs_reset(e->logs);
+    e->logs_records = 0;
+}
+
+static void
+sp_traces_push(sp_exporter_loop *e)
+{
+    uint64_t n = sp_otlp_traces_count(e->traces);
+
+    if (n == 0) {
+        return;
+    }
+    sp_buf_clear(&e->request);
+    if (sp_otlp_traces_serialize(e->traces, &e->request) == SP_OK) {
+        sp_queue_push(e, SP_OTLP_SIGNAL_TRACES, n);
+    } else {
+        e->held_build -= n;
+        e->local.dropped_too_large += n;
+    }
+    sp_otlp_traces_reset(e->traces);
+}
+
+/* ---- profiles */
+
+static void
+sp_slot_close(sp_exporter_loop *e, sp_profile_slot *s)
+{
+    sp_status st;
+
+    if (!s->used) {
+        return;
+    }
+    s->used = false;
+    if (s->samples == 0) {
+        return;
+    }
+    sp_buf_clear(&e->scratch);
+    st = sp_pprof_serialize(s->pprof, &e->scratch);
+    if (st == SP_OK) {
+        for (int attempt = 0; attempt < 2; attempt++) {
+            st = sp_otlp_logs_add_pprof(e->logs, e->resource, s->pid,
+                                        s->source, s->first_ns, sp_real_ns(),
+                                        e->scratch.data, e->scratch.len,
+                                        sp_pprof_frame_count(s->pprof));
+            if (st != SP_ERR_TOO_LONG || sp_otlp_logs_count(e->logs) == 0) {
+                break;
+            }
+            sp_logs_push(e);
+        }
+    }
+    if (st == SP_OK) {
+        e->logs_records += s->samples;
+    } else {
+        e->held_build -= s->samples;
+        e->local.dropped_too_large += s->samples;
+    }
+    sp_pprof_reset(s->pprof);
+    s->samples = 0;
+}
+
+static void
+sp_profiles_close_all(sp_exporter_loop *e)
+{
+    uint32_t i;
+
+    for (i = 0; i < e->o.max_profiles; i++) {
+        sp_slot_close(e, &e->slots[i]);
+    }
+    sp_logs_push(e);
+}
+
+static sp_profile_slot *
+sp_slot_for(sp_exporter_loop *e, uint32_t pid, uint8_t source)
+{
+    sp_profile_slot *free_slot = NULL, *oldest = NULL;
+    uint64_t         period = source == SP_SOURCE_SNAPSHOT
+                              ? e->snapshot_period_ns
+                              : e->continuous_period_ns;
+    uint32_t         i;
+
+    for (i = 0; i < e->o.max_profiles; i++) {
+        sp_profile_slot *s = &e->slots[i];
+
+        if (s->used && s->pid == pid && s->source == source) {
+            return s;
+        }
+        if (!s->used && free_slot == NULL) {
+            free_slot = s;
+        }
+        if (s->used && (oldest == NULL || s->opened_seq < oldest->opened_seq))
+        {
+            oldest = s;
+        }
+    }
+    if (free_slot == NULL) {
+        sp_slot_close(e, oldest);
+        free_slot = oldest;
+    }
+    if (free_slot->pprof == NULL || free_slot->period_ns != period) {
+        sp_pprof_options po = { period, e->o.profile_bytes };
+
+        sp_pprof_destroy(free_slot->pprof);
+        free_slot->pprof = NULL;
+        if (sp_pprof_create(&po, &free_slot->pprof) != SP_OK) {
+            return NULL;
+        }
+        free_slot->period_ns = period;
+    }
+    free_slot->used = true;
+    free_slot->pid = pid;
+    free_slot->source = source;
+    free_slot->first_ns = 0;
+    free_slot->samples = 0;
+    free_slot->opened_seq = ++e->slot_seq;
+    return free_slot;
+}
+
+/* ---- samples */
+
+static const char *
+sp_arena_copy(sp_exporter_loop *e, const char *s)
+{
+    size_t n;
+    char  *p;
+
+    if (s == NULL) {
+        return NULL;
+    }
+    n = strlen(s) + 1;
+    if (e->arena_used + n > SP_ARENA_BYTES) {
+        return NULL;    /* unnamed rather than wrong */
+    }
+    p = e->arena + e->arena_used;
+    memcpy(p, s, n);
+    e->arena_used += n;
+    return p;
+}
+
+static void
+sp_line_copy(sp_exporter_loop *e, sp_pprof_line *dst, const sp_symbol_line *src)
+{
+    dst->function = sp_arena_copy(e, src->function);
+    dst->file = sp_arena_copy(e, src->file);
+    dst->line = src->line;
+}
+
+static void
+sp_symbolize(sp_exporter_loop *e, const sp_sample *s)
+{
+    sp_worker *w = sp_worker_find(e, s->pid);
+    size_t     i, count = w != NULL ? w->count : 0;
+    sp_symbol  sym;
+
+    e->arena_used = 0;
+    if (w != NULL) {
+        w->used_ms = sp_now_ms(e);
+    }
+    for (i = 0; i < s->frame_count; i++) {
+        sp_pprof_frame *f = &e->frames[i];
+        sp_pprof_line  *inl = &e->lines[i * SP_SYMBOL_MAX_INLINE];
+        sp_status       st;
+        uint8_t         k;
+
+        memset(f, 0, sizeof(*f));
+        f->address = s->frames[i];
+        st = sp_symbolizer_lookup(e->symbolizer,
+                                  w != NULL ? w->objects : NULL, count,
+                                  s->frames[i], i > 0, &sym);
+        if ((st != SP_OK && st != SP_ERR_NOMEM) || sym.object_index < 0) {
+            continue;
+        }
+        f->mapping = &w->mappings[sym.object_index];
+        sp_line_copy(e, &f->frame, &sym.frame);
+        for (k = 0; k < sym.inline_count; k++) {
+            sp_line_copy(e, &inl[k], &sym.inlined[k]);
+        }
+        f->inlined = inl;
+        f->inline_count = sym.inline_count;
+    }
+}
+
+static void
+sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
+{
+    sp_status st;
+
+    sp_symbolize(e, s);
+    if (e->o.text_format) {
+        for (int attempt = 0; attempt < 2; attempt++) {
+            uint64_t interval = s->source == SP_SOURCE_SNAPSHOT
+                                ? e->snapshot_period_ns
+                                : e->continuous_period_ns;
+            st = sp_otlp_logs_add_text(e->logs, e->resource, s, e->frames,
+                                       s->frame_count, interval,
+                                       sp_real_ns());
+            if (st != SP_ERR_TOO_LONG || sp_otlp_logs_count(e->logs) == 0) {
+                break;
+            }
+            sp_logs_push(e);
+        }
+        if (st == SP_OK) {
+            e->held_build++;
+            e->logs_records++;
+        } else {
+            e->local.dropped_too_large++;
+        }
+        return;
+    }
+
+    for (int attempt = 0; attempt < 2; attempt++) {
+        sp_profile_slot *slot = sp_slot_for(e, s->pid, s->source);
+
+        if (slot == NULL) {
+            e->local.dropped_too_large++;
+            return;
+        }
+        st = sp_pprof_add(slot->pprof, s, e->frames, s->frame_count);
+        if (st == SP_OK) {
+            if (slot->samples == 0 || s->time_ns < slot->first_ns) {
+                slot->first_ns = s->time_ns;
+            }
+            slot->samples++;
+            e->held_build++;
+            return;
+        }
+        if (st != SP_ERR_TOO_LONG || slot->samples == 0) {
+            break;
+        }
+        sp_slot_close(e, slot);
+    }
+    e->local.dropped_too_large++;
+}
+
+/* ---- spans */
+
+static void
+sp_span_take(sp_exporter_loop *e, const sp_span_record *sp)
+{
+    size_t    n = 0;
+    uint16_t  i;
+    sp_status st = SP_OK;
+
+    for (i = 0; i < sp->attr_count && n < SP_MAX_ATTRS; i++) {
+        if (sp_span_attr_at(sp, i, &e->attrs[n]) == SP_OK) {
+            n++;
+        }
+    }
+    if (sp_otlp_traces_count(e->traces) + 1 > e->bsp_queue) {
+        e->local.dropped_queue_full++;
+        return;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        st = sp_otlp_traces_add(e->traces, e->resource, sp, e->attrs, n);
+        if (st != SP_ERR_TOO_LONG || sp_otlp_traces_count(e->traces) == 0) {
+            break;
+        }
+        sp_traces_push(e);
+    }
+    if (st == SP_OK) {
+        if (sp_otlp_traces_count(e->traces) == 1) {
+            e->traces_first_ms = sp_now_ms(e);
+        }
+        e->held_build++;
+        if (sp_otlp_traces_count(e->traces) >= e->bsp_batch) {
+            sp_traces_push(e);
+        }
+    } else if (st == SP_ERR_INVALID) {
+        e->local.dropped_corrupt++;
+    } else {
+        e->local.dropped_too_large++;
+    }
+}
+
+static void
+sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
+{
+    if (v->type == SP_RECORD_OBJECTS) {
+        sp_objects_record r;
+
+        if (sp_objects_decode(v->body, v->len, &r) == SP_OK
+            && sp_objects_take(e, &r) != SP_ERR_INVALID)
+        {
+            e->local.objects++;
+        } else {
+            e->local.received++;
+            e->local.dropped_corrupt++;
+        }
+        return;
+    }
+    e->local.received++;
+    if (v->type == SP_RECORD_SAMPLE) {
+        sp_sample s;
+
+        e->local.samples++;
+        if (sp_sample_decode(v->body, v->len, &s) != SP_OK) {
+            e->local.dropped_corrupt++;
+            return;
+        }
+        sp_sample_take(e, &s);
+    } else if (v->type == SP_RECORD_SPAN) {
+        sp_span_record sp;
+
+        e->local.spans++;
+        if (sp_span_decode(v->body, v->len, &sp) != SP_OK) {
+            e->local.dropped_corrupt++;
+            return;
+        }
+        sp_span_take(e, &sp);
+    } else {
+        e->local.dropped_corrupt++;
+    }
+}
+
+/* ---- the sender thread */
+
+static bool
+sp_console_write(sp_exporter_loop *e, const sp_item *it)
+{
+    sp_buf    out = SP_BUF_INIT(0);
+    size_t    off = 0;
+    bool      ok;
+
+    ok = sp_otlp_json_append(&out, it->signal, it->data, it->len) == SP_OK;
+    while (ok && off < out.len) {
+        ssize_t n = write(e->console_fd, out.data + off, out.len - off);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            ok = false;
+            break;
+        }
+        off += (size_t)n;
+    }
+    sp_buf_free(&out);
+    return ok;
+}
+
+static void
+sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
+                        const sp_otlp_result *r)
+{
+    uint64_t now = sp_mono_ms();
+
+    if (r->code == SP_GRPC_OK) {
+        e->shared.exported += it->records;
+        e->shared.requests++;
+        e->queue_records -= it->records;
+        if (it->signal == SP_OTLP_SIGNAL_TRACES) {
+            e->queue_spans -= it->records;
+        }
+        if (e->last_logged_code != SP_GRPC_OK) {
+            sp_log(e, SP_LOG_INFO, "export recovered: %s accepted again",
+                   it->signal == SP_OTLP_SIGNAL_LOGS ? "logs" : "traces");
+            e->last_logged_code = SP_GRPC_OK;
+        }
+        e->retry = 0;
+        e->next_attempt_ms = 0;
+        free(it);
+        return;
+    }
+
+    e->shared.failures[r->code >= 0 && r->code < SP_GRPC_CODES
+                       ? r->code : SP_GRPC_UNKNOWN]++;
+    if (r->code != e->last_logged_code
+        || now - e->last_failure_log_ms >= SP_EXPORTER_COUNTERS_INTERVAL_MS)
+    {
+        char line[768];
+
+        sp_otlp_result_format(e->sinks[it->signal].client, r, line,
+                              sizeof(line));
+        sp_log(e, SP_LOG_WARN, "export failed: %s", line);
+        e->last_logged_code = r->code;
+        e->last_failure_log_ms = now;
+    }
+    if (r->retryable && !e->quit) {
+        sp_otlp_retry_policy p;
+
+        memset(&p, 0, sizeof(p));
+        /* Put back in front: order kept, and it is still the oldest, so
+         * the first to go when newer data needs the room. */
+        it->next = e->head;
+        e->head = it;
+        if (e->tail == NULL) {
+            e->tail = it;
+        }
+        e->queue_bytes += it->len;
+        e->next_attempt_ms = now + sp_otlp_backoff_delay(&p, e->retry,
+                                                         sp_random(e));
+        if (e->retry < 16) {
+            e->retry++;
+        }
+        return;
+    }
+    e->queue_records -= it->records;
+    if (it->signal == SP_OTLP_SIGNAL_TRACES) {
+        e->queue_spans -= it->records;
+    }
+    e->shared.dropped_export_failed += it->records;
+    free(it);
+}
+
+static void *
+sp_sender_main(void *arg)
+{
+    sp_exporter_loop *e = arg;
+
+    pthread_mutex_lock(&e->lock);
+    while (!e->quit) {
+        sp_item       *it = e->head;
+        sp_otlp_result r;
+        uint64_t       now = sp_mono_ms(), timeout;
+
+        if (it == NULL) {
+            pthread_cond_broadcast(&e->idle_cond);
+            pthread_cond_wait(&e->cond, &e->lock);
+            continue;
+        }
+        if (e->next_attempt_ms > now
+            && (e->deadline_ms == 0 || e->next_attempt_ms < e->deadline_ms))
+        {
+            struct timespec ts;
+            uint64_t        wait = e->next_attempt_ms - now;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += (time_t)(wait / 1000);
+            ts.tv_nsec += (long)(wait % 1000) * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+            continue;
+        }
+        if (e->deadline_ms != 0 && now >= e->deadline_ms) {
+            pthread_cond_broadcast(&e->idle_cond);
+            pthread_cond_wait(&e->cond, &e->lock);
+            continue;
+        }
+        e->head = it->next;
+        if (e->head == NULL) {
+            e->tail = NULL;
+        }
+        e->queue_bytes -= it->len;
+        e->inflight = it;
+        timeout = e->timeout_ms;
+        if (e->deadline_ms != 0 && e->deadline_ms - now < timeout) {
+            timeout = e->deadline_ms - now;
+        }
+        pthread_mutex_unlock(&e->lock);
+
+        memset(&r, 0, sizeof(r));
+        if (e->sinks[it->signal].kind == SP_EXPORTER_CONSOLE) {
+            r.code = sp_console_write(e, it) ? SP_GRPC_OK : SP_GRPC_INTERNAL;
+            if (r.code != SP_GRPC_OK) {
+                snprintf(r.message, sizeof(r.message),
+                         "console output failed");
+            }
+        } else {
+            sp_otlp_export_timeout(e->sinks[it->signal].client,
+                                   e->sinks[it->signal].method, it->data,
+                                   it->len, timeout ? timeout : 1, &r);
+        }
+
+        pthread_mutex_lock(&e->lock);
+        e->inflight = NULL;
+        sp_sender_result_locked(e, it, &r);
+    }
+    pthread_cond_broadcast(&e->idle_cond);
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+/* ---- counters */
+
+static void
+sp_ring_totals(sp_exporter_loop *e, uint64_t *full, uint64_t *corrupt)
+{
+    uint32_t i, n = sp_region_slot_count(e->o.region);
+
+    *full = 0;
+    *corrupt = 0;
+    for (i = 0; i < n; i++) {
+        sp_ring_counters c;
+
+        sp_ring_stats(sp_region_ring(e->o.region, i), &c);
+        *full += c.dropped_full;
+        *corrupt += c.corrupt;
+    }
+}
+
+/* Moves the drain thread's counts into the shared ones. */
+static void
+sp_publish(sp_exporter_loop *e)
+{
+    sp_exporter_counters *l = &e->local, *s = &e->shared;
+
+    pthread_mutex_lock(&e->lock);
+    s->received += l->received;
+    s->samples += l->samples;
+    s->spans += l->spans;
+    s->objects += l->objects;
+    s->dropped_corrupt += l->dropped_corrupt;
+    s->dropped_queue_full += l->dropped_queue_full;
+    s->dropped_too_large += l->dropped_too_large;
+    s->dropped_disabled += l->dropped_disabled;
+    s->held = e->held_build;    /* the queue's part is added on read */
+    pthread_mutex_unlock(&e->lock);
+    memset(l, 0, sizeof(*l));
+}
+
+void
+sp_exporter_counters_get(sp_exporter_loop *e, sp_exporter_counters *out)
+{
+    uint64_t full, corrupt;
+
+    sp_ring_totals(e, &full, &corrupt);
+    pthread_mutex_lock(&e->lock);
+    *out = e->shared;
+    out->held = e->shared.held + e->queue_records;
+    out->queue_bytes = e->queue_bytes
+                       + (e->inflight != NULL ? e->inflight->len : 0);
+    pthread_mutex_unlock(&e->lock);
+    out->ring_full = full - e->ring_full_base;
+    out->ring_corrupt = corrupt - e->ring_corrupt_base;
+}
+
+size_t
+sp_exporter_counters_format(const sp_exporter_counters *c, char *buf,
+                            size_t size)
+{
+    size_t n;
+    int    i;
+
+    n = (size_t)snprintf(buf, size,
+        "counters: received=%llu samples=%llu spans=%llu objects=%llu "
+        "exported=%llu held=%llu dropped.corrupt=%llu "
+        "dropped.queue_full=%llu dropped.export_failed=%llu "
+        "dropped.too_large=%llu dropped.disabled=%llu ring.full=%llu "
+        "ring.corrupt=%llu requests=%llu queue_bytes=%llu",
+        (unsigned long long)c->received, (unsigned long long)c->samples,
+        (unsigned long long)c->spans, (unsigned long long)c->objects,
+        (unsigned long long)c->exported, (unsigned long long)c->held,
+        (unsigned long long)c->dropped_corrupt,
+        (unsigned long long)c->dropped_queue_full,
+        (unsigned long long)c->dropped_export_failed,
+        (unsigned long long)c->dropped_too_large,
+        (unsigned long long)c->dropped_disabled,
+        (unsigned long long)c->ring_full,
+        (unsigned long long)c->ring_corrupt,
+        (unsigned long long)c->requests,
+        (unsigned long long)c->queue_bytes);
+    for (i = 0; i < SP_GRPC_CODES; i++) {
+        if (c->failures[i] != 0) {
+            n += (size_t)snprintf(n < size ? buf + n : NULL,
+                                  n < size ? size - n : 0,
+                                  " failures.%s=%llu",
+                                  sp_otlp_status_name(i),
+                                  (unsigned long long)c->failures[i]);
+        }
+    }
+    return n;
+}
+
+static void
+sp_log_counters(sp_exporter_loop *e, const char *when)
+{
+    sp_exporter_counters c;
+    char                 line[900];
+
+    sp_exporter_counters_get(e, &c);
+    sp_exporter_counters_format(&c, line, sizeof(line));
+    sp_log(e, SP_LOG_INFO, "%s%s", line, when);
+}
+
+/* ---- the drain thread */
+
+size_t
+sp_exporter_step(sp_exporter_loop *e)
+{
+    uint32_t i, n = sp_region_slot_count(e->o.region);
+    size_t   total = 0;
+    uint64_t now;
+
+    for (i = 0; i < n; i++) {
+        sp_ring       *ring = sp_region_ring(e->o.region, i);
+        sp_record_view v;
+        size_t         k;
+        uint32_t       owner;
+
+        for (k = 0; k < SP_DRAIN_BUDGET; k++) {
+            if (sp_ring_read(ring, &v) != SP_OK) {
+                break;
+            }
+            sp_record_take(e, &v);
+            sp_ring_consume(ring, &v);
+        }
+        total += k;
+        if (k < SP_DRAIN_BUDGET && (owner = sp_ring_owner(ring)) != 0
+            && sp_ring_reset_if_owner_dead(ring) == SP_OK)
+        {
+            sp_worker_forget(e, owner);
+        }
+    }
+
+    now = sp_now_ms(e);
+    if (now >= e->next_logs_ms) {
+        sp_profiles_close_all(e);
+        e->next_logs_ms = now + e->export_interval_ms;
+    }
+    if (sp_otlp_traces_count(e->traces) > 0
+        && now - e->traces_first_ms >= e->bsp_delay_ms)
+    {
+        sp_traces_push(e);
+    }
+    sp_publish(e);
+    return total;
+}
+
+void
+sp_exporter_flush(sp_exporter_loop *e)
+{
+    sp_profiles_close_all(e);
+    sp_traces_push(e);
+    sp_publish(e);
+}
+
+bool
+sp_exporter_wait_idle(sp_exporter_loop *e, uint64_t timeout_ms)
+{
+    uint64_t end = sp_mono_ms() + timeout_ms;
+    bool     idle;
+
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        struct timespec ts;
+        uint64_t        now = sp_mono_ms();
+
+        idle = e->head == NULL && e->inflight == NULL;
+        if (idle || now >= end) {
+            break;
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&e->idle_cond, &e->lock, &ts);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return idle;
+}
+
+static void
+sp_sleep_ms(uint64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+
+    nanosleep(&ts, NULL);
+}
+
+sp_status
+sp_exporter_claim(sp_exporter_loop *e)
+{
+    bool waited = false;
+
+    while (!atomic_load(&e->stop)) {
+        if (sp_region_claim_reader(e->o.region, e->pid) == SP_OK) {
+            if (waited) {
+                sp_log(e, SP_LOG_INFO, "previous exporter gone: reading");
+            }
+            return SP_OK;
+        }
+        if (!waited) {
+            sp_log(e, SP_LOG_INFO,
+                   "another exporter still reads the region: waiting");
+            waited = true;
+        }
+        sp_sleep_ms(SP_CLAIM_RETRY_MS);
+    }
+    return SP_ERR_NOT_FOUND;
+}
+
+sp_status
+sp_exporter_run(sp_exporter_loop *e)
+{
+    uint64_t end;
+    int      pass;
+
+    if (sp_exporter_claim(e) != SP_OK) {
+        return SP_ERR_NOT_FOUND;
+    }
+    e->next_counters_ms = sp_now_ms(e) + e->o.counters_interval_ms;
+    while (!atomic_load(&e->stop)) {
+        if (sp_exporter_step(e) == 0) {
+            sp_sleep_ms(SP_IDLE_SLEEP_MS);
+        }
+        if (sp_now_ms(e) >= e->next_counters_ms) {
+            sp_log_counters(e, "");
+            e->next_counters_ms = sp_now_ms(e) + e->o.counters_interval_ms;
+        }
+    }
+
+    /* Stopping: what the workers wrote until now, then everything held,
+     * within the export timeout. */
+    for (pass = 0; pass < 64 && sp_exporter_step(e) > 0; pass++) {
+    }
+    sp_exporter_flush(e);
+    end = sp_mono_ms() + e->timeout_ms;
+    pthread_mutex_lock(&e->lock);
+    e->deadline_ms = end;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    sp_exporter_wait_idle(e, e->timeout_ms);
+
+    pthread_mutex_lock(&e->lock);
+    e->quit = true;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    if (e->sender_started) {
+        pthread_join(e->sender, NULL);
+        e->sender_started = false;
+    }
+    pthread_mutex_lock(&e->lock);
+    while (e->head != NULL) {
+        sp_item *it = e->head;
+        e->head = it->next;
+        sp_item_drop_locked(e, it, &e->shared.dropped_disabled);
+    }
+    e->tail = NULL;
+    pthread_mutex_unlock(&e->lock);
+    sp_log_counters(e, " (at exit)");
+    sp_region_release_reader(e->o.region, e->pid);
+    return SP_OK;
+}
+
+void
+sp_exporter_stop(sp_exporter_loop *e)
+{
+    atomic_store(&e->stop, true);
+}
+
+/* ---- creation */
+
+static sp_status
+sp_sink_create(sp_exporter_loop *e, sp_otlp_signal signal, sp_setting exporter,
+               sp_setting endpoint, char *err, size_t err_size)
+{
+    const sp_config      *c = e->o.config;
+    sp_sink              *k = &e->sinks[signal];
+    sp_sink              *other = &e->sinks[signal == SP_OTLP_SIGNAL_LOGS
+                                            ? SP_OTLP_SIGNAL_TRACES
+                                            : SP_OTLP_SIGNAL_LOGS];
+    sp_otlp_client_config cc;
+    sp_otlp_endpoint      ep;
+
+    k->kind = (sp_exporter)sp_config_integer(c, exporter);
+    k->method = signal == SP_OTLP_SIGNAL_LOGS ? SP_OTLP_LOGS_METHOD
+                                              : SP_OTLP_TRACES_METHOD;
+    if (k->kind != SP_EXPORTER_OTLP) {
+        return SP_OK;
+    }
+    memset(&cc, 0, sizeof(cc));
+    cc.endpoint = sp_config_text(c, endpoint);
+    cc.headers = sp_config_text(c, SP_SETTING_OTLP_HEADERS);
+    cc.certificate = sp_config_text(c, SP_SETTING_OTLP_CERTIFICATE);
+    cc.timeout_ms = e->timeout_ms;
+    if (other->client != NULL && cc.endpoint != NULL
+        && sp_otlp_endpoint_parse(cc.endpoint, &ep) == SP_OK
+        && sp_otlp_endpoint_equal(&ep, sp_otlp_client_endpoint(other->client)))
+    {
+        k->client = sp_otlp_client_share(other->client);
+        return SP_OK;
+    }
+    return sp_otlp_client_create(&cc, &k->client, err, err_size);
+}
+
+sp_status
+sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
+                   char *err, size_t err_size)
+{
+    sp_exporter_loop     *e;
+    sp_symbolizer_options so;
+    sp_otlp_builder_options bo;
+    sp_resource_input     ri;
+    const sp_config      *c;
+    sp_status             st;
+
+    if (err != NULL && err_size > 0) {
+        err[0] = '\0';
+    }
+    if (o == NULL || out == NULL || o->config == NULL || o->region == NULL) {
+        return SP_ERR_INVALID;
+    }
+    e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return SP_ERR_NOMEM;
+    }
+    e->o = *o;
+    c = o->config;
+    if (e->o.max_queue_bytes == 0) {
+        e->o.max_queue_bytes = SP_EXPORTER_DEFAULT_QUEUE_BYTES;
+    }
+    if (e->o.max_profiles == 0) {
+        e->o.max_profiles = SP_EXPORTER_DEFAULT_PROFILES;
+    }
+    if (e->o.profile_bytes == 0) {
+        e->o.profile_bytes = SP_EXPORTER_DEFAULT_PROFILE_BYTES;
+    }
+    if (e->o.counters_interval_ms == 0) {
+        e->o.counters_interval_ms = SP_EXPORTER_COUNTERS_INTERVAL_MS;
+    }
+    e->pid = o->pid != 0 ? o->pid : (uint32_t)getpid();
+    e->console_fd = -1;
+    e->rng = ((uint64_t)e->pid << 32) ^ sp_real_ns() ^ 0x9e3779b97f4a7c15u;
+    e->last_logged_code = SP_GRPC_OK;
+    atomic_init(&e->stop, false);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    pthread_cond_init(&e->idle_cond, NULL);
+    sp_buf_init(&e->scratch, 0);
+    sp_buf_init(&e->request, 0);
+
+    e->export_interval_ms = sp_config_integer(c,
+        SP_SETTING_PROFILER_EXPORT_INTERVAL);
+    e->bsp_delay_ms = sp_config_integer(c, SP_SETTING_BSP_SCHEDULE_DELAY);
+    e->bsp_batch = sp_config_integer(c, SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE);
+    e->bsp_queue = sp_config_integer(c, SP_SETTING_BSP_MAX_QUEUE_SIZE);
+    e->timeout_ms = sp_config_integer(c, SP_SETTING_OTLP_TIMEOUT);
+    e->snapshot_period_ns = sp_config_integer(c,
+        SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL) * 1000000u;
+    e->continuous_period_ns = sp_config_integer(c,
+        SP_SETTING_PROFILER_CALL_STACK_INTERVAL) * 1000000u;
+    if (e->export_interval_ms == 0) {
+        e->export_interval_ms = 1000;
+    }
+    if (e->bsp_batch == 0) {
+        e->bsp_batch = 512;
+    }
+    if (e->bsp_queue < e->bsp_batch) {
+        e->bsp_queue = e->bsp_batch;
+    }
+    if (e->timeout_ms == 0) {
+        e->timeout_ms = SP_OTLP_DEFAULT_TIMEOUT_MS;
+    }
+    if (e->snapshot_period_ns == 0) {
+        e->snapshot_period_ns = 10000000u;
+    }
+    if (e->continuous_period_ns == 0) {
+        e->continuous_period_ns = 1000000000u;
+    }
+    e->next_logs_ms = sp_now_ms(e) + e->export_interval_ms;
+
+    memset(&so, 0, sizeof(so));
+    so.debug_dirs = o->debug_dirs;
+    memset(&bo, 0, sizeof(bo));
+    memset(&ri, 0, sizeof(ri));
+    ri.server = o->server;
+    ri.server_version = o->server_version;
+    ri.exe_path = o->server_exe != NULL && o->server_exe[0] != '\0'
+                  ? o->server_exe : NULL;
+    ri.service_name = sp_config_text(c, SP_SETTING_SERVICE_NAME);
+    ri.resource_attributes = sp_config_text(c,
+        SP_SETTING_RESOURCE_ATTRIBUTES);
+
+    e->arena = malloc(SP_ARENA_BYTES);
+    e->frames = calloc(SP_RECORD_MAX_FRAMES, sizeof(*e->frames));
+    e->lines = calloc((size_t)SP_RECORD_MAX_FRAMES * SP_SYMBOL_MAX_INLINE,
+                      sizeof(*e->lines));
+    e->attrs = calloc(SP_MAX_ATTRS, sizeof(*e->attrs));
+    e->slots = calloc(e->o.max_profiles, sizeof(*e->slots));
+    if (e->arena == NULL || e->frames == NULL || e->lines == NULL
+        || e->attrs == NULL || e->slots == NULL)
+    {
+        st = SP_ERR_NOMEM;
+        goto fail;
+    }
+    st = sp_symbolizer_create(&so, &e->symbolizer);
+    if (st == SP_OK) {
+        st = sp_resource_detect(&ri, &e->resource);
+    }
+    if (st == SP_OK) {
+        st = sp_otlp_logs_create(&bo, &e->logs);
+    }
+    if (st == SP_OK) {
+        st = sp_otlp_traces_create(&bo, &e->traces);
+    }
+    if (st == SP_OK) {
+        st = sp_sink_create(e, SP_OTLP_SIGNAL_LOGS, SP_SETTING_LOGS_EXPORTER,
+                            SP_SETTING_PROFILER_LOGS_ENDPOINT, err, err_size);
+    }
+    if (st == SP_OK) {
+        st = sp_sink_create(e, SP_OTLP_SIGNAL_TRACES,
+                            SP_SETTING_TRACES_EXPORTER,
+                            SP_SETTING_OTLP_TRACES_ENDPOINT, err, err_size);
+    }
+    if (st != SP_OK) {
+        goto fail;
+    }
+    if (e->sinks[SP_OTLP_SIGNAL_LOGS].kind == SP_EXPORTER_CONSOLE
+        || e->sinks[SP_OTLP_SIGNAL_TRACES].kind == SP_EXPORTER_CONSOLE)
+    {
+        if (o->console_path != NULL && o->console_path[0] != '\0') {
+            e->console_fd = open(o->console_path,
+                                 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                                 0644);
+            if (e->console_fd < 0) {
+                if (err != NULL) {
+                    snprintf(err, err_size, "cannot open %s: %s",
+                             o->console_path, strerror(errno));
+                }
+                st = SP_ERR_IO;
+                goto fail;
+            }
+            e->console_owned = true;
+        } else {
+            e->console_fd = STDERR_FILENO;
+        }
+    }
+    sp_ring_totals(e, &e->ring_full_base, &e->ring_corrupt_base);
+    if (pthread_create(&e->sender, NULL, sp_sender_main, e) != 0) {
+        st = SP_ERR_NOMEM;
+        goto fail;
+    }
+    e->sender_started = true;
+    *out = e;
+    return SP_OK;
+
+fail:
+    sp_exporter_destroy(e);
+    return st;
+}
+
+void
+sp_exporter_destroy(sp_exporter_loop *e)
+{
+    uint32_t i;
+
+    if (e == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    e->quit = true;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    if (e->sender_started) {
+        pthread_join(e->sender, NULL);
+    }
+    while (e->head != NULL) {
+        sp_item *it = e->head;
+        e->head = it->next;
+        free(it);
+    }
+    for (i = 0; i < e->worker_count; i++) {
+        sp_worker_clear(&e->workers[i]);
+    }
+    free(e->workers);
+    if (e->slots != NULL) {
+        for (i = 0; i < e->o.max_profiles; i++) {
+            sp_pprof_destroy(e->slots[i].pprof);
+        }
+    }
+    free(e->slots);
+    sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_LOGS].client);
+    sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_TRACES].client);
+    if (e->console_owned) {
+        close(e->console_fd);
+    }
+    sp_otlp_logs_destroy(e->logs);
+    sp_otlp_traces_destroy(e->traces);
+    sp_resource_destroy(e->resource);
+    sp_symbolizer_destroy(e->symbolizer);
+    sp_buf_free(&e->scratch);
+    sp_buf_free(&e->request);
+    free(e->arena);
+    free(e->frames);
+    free(e->lines);
+    free(e->attrs);
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->cond);
+    pthread_cond_destroy(&e->idle_cond);
+    free(e);
+}

@@ -1,0 +1,233 @@
+/*
+ * spanprof-exporter: the one process per server that ships what the
+ * workers record (sp_exporter.h). Started by the server's module with
+ * sp_exporter_spawn (sp_exporter_launch.h), which gives it:
+ *   fd SPANPROF_REGION_FD   the shared region (sp_shm.h)
+ *   the environment         every setting's variable at its effective
+ *                           value, SPANPROF_SERVER, SPANPROF_SERVER_VERSION,
+ *                           SPANPROF_SERVER_EXE
+ *   stderr                  the server's error log
+ * Its own knobs (README, "The exporter"): SPANPROF_CONSOLE_PATH,
+ * SPANPROF_PROFILING_FORMAT=text, SPANPROF_EXPORTER_MAX_BYTES,
+ * SPANPROF_DEBUG_DIRS, SPANPROF_COUNTERS_INTERVAL_MS.
+ *
+ * Every log line is "spanprof-exporter[PID]: LEVEL: message", one write
+ * each, so lines from its two threads never mix inside the server's log.
+ */
+#include "sp_config.h"
+#include "sp_exporter.h"
+#include "sp_exporter_launch.h"
+#include "sp_otlp_client.h"
+#include "sp_ring.h"
+#include "sp_shm.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+static sp_exporter_loop *volatile sp_running;
+
+static void
+sp_write_line(const char *level, const char *message)
+{
+    char   line[1200];
+    int    n;
+    size_t off = 0;
+
+    n = snprintf(line, sizeof(line), "%s[%d]: %s: %s\n", SP_EXPORTER_NAME,
+                 (int)getpid(), level, message);
+    if (n < 0) {
+        return;
+    }
+    if ((size_t)n >= sizeof(line)) {
+        n = sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    while (off < (size_t)n) {
+        ssize_t w = write(STDERR_FILENO, line + off, (size_t)n - off);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return;
+        }
+        off += (size_t)w;
+    }
+}
+
+static void
+sp_log_line(void *ctx, sp_log_level level, const char *message)
+{
+    static const char *const names[] = { "error", "warn", "info", "debug" };
+
+    (void)ctx;
+    if (level <= SP_LOG_INFO) {
+        sp_write_line(names[level], message);
+    }
+}
+
+static void
+sp_grpc_log(void *ctx, const char *severity, const char *message)
+{
+    (void)ctx;
+    /* gRPC's errors reach us as call results; its lines are for debugging
+     * gRPC itself. */
+    if (strcmp(severity, "error") == 0 && getenv("SPANPROF_GRPC_LOG")) {
+        sp_write_line("debug", message);
+    }
+}
+
+static void
+sp_warn(void *ctx, const char *message)
+{
+    (void)ctx;
+    sp_write_line("warn", message);
+}
+
+static const char *
+sp_env(void *ctx, const char *name)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
+static void
+sp_on_signal(int sig)
+{
+    (void)sig;
+    if (sp_running != NULL) {
+        sp_exporter_stop(sp_running);
+    }
+}
+
+static uint64_t
+sp_env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    char       *end;
+    unsigned long long n;
+
+    if (v == NULL || v[0] == '\0') {
+        return dflt;
+    }
+    errno = 0;
+    n = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return dflt;
+    }
+    return n;
+}
+
+static const char *
+sp_exporter_word(const sp_config *c, sp_setting s)
+{
+    switch ((sp_exporter)sp_config_integer(c, s)) {
+    case SP_EXPORTER_OTLP:    return "otlp";
+    case SP_EXPORTER_CONSOLE: return "console";
+    default:                  return "none";
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    const char         *server = getenv(SP_EXPORTER_SERVER_ENV);
+    const char         *fd_text = getenv(SP_SHM_FD_ENV);
+    const char         *format = getenv(SP_EXPORTER_FORMAT_ENV);
+    sp_exporter_options o;
+    sp_exporter_loop   *e = NULL;
+    sp_config          *c;
+    sp_shm              shm;
+    sp_region          *region = NULL;
+    struct sigaction    sa;
+    char                err[512], msg[600];
+    int                 fd;
+    sp_status           st;
+
+    (void)argc;
+    (void)argv;
+    prctl(PR_SET_NAME, "spanprof-export");
+
+    c = sp_config_create(server != NULL && strcmp(server, "httpd") == 0
+                         ? SP_SERVER_HTTPD : SP_SERVER_NGINX);
+    if (c == NULL) {
+        sp_write_line("error", "out of memory");
+        return 1;
+    }
+    sp_config_complete(c, sp_env, NULL, sp_warn, NULL);
+
+    fd = fd_text != NULL ? atoi(fd_text) : -1;
+    if (fd < 0 || sp_shm_open_fd(fd, &shm) != SP_OK
+        || sp_region_attach(shm.base, shm.size, &region) != SP_OK)
+    {
+        snprintf(msg, sizeof(msg), "no usable region on descriptor %s=%s: "
+                 "start me from the server module", SP_SHM_FD_ENV,
+                 fd_text != NULL ? fd_text : "(unset)");
+        sp_write_line("error", msg);
+        sp_config_destroy(c);
+        return 1;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = sp_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+
+    sp_otlp_init(sp_grpc_log, NULL);
+
+    memset(&o, 0, sizeof(o));
+    o.config = c;
+    o.region = region;
+    o.server = server;
+    o.server_version = getenv(SP_EXPORTER_VERSION_ENV);
+    o.server_exe = getenv(SP_EXPORTER_EXE_ENV);
+    o.console_path = getenv(SP_EXPORTER_CONSOLE_ENV);
+    o.text_format = format != NULL && strcmp(format, "text") == 0;
+    o.max_queue_bytes = (size_t)sp_env_u64("SPANPROF_EXPORTER_MAX_BYTES", 0);
+    o.debug_dirs = getenv("SPANPROF_DEBUG_DIRS");
+    o.counters_interval_ms = sp_env_u64("SPANPROF_COUNTERS_INTERVAL_MS", 0);
+    o.log = sp_log_line;
+
+    st = sp_exporter_create(&o, &e, err, sizeof(err));
+    if (st != SP_OK) {
+        snprintf(msg, sizeof(msg), "cannot start: %s",
+                 err[0] != '\0' ? err : "out of memory");
+        sp_write_line("error", msg);
+        sp_otlp_shutdown();
+        sp_region_detach(region);
+        sp_shm_close(&shm);
+        sp_config_destroy(c);
+        return 1;
+    }
+    sp_running = e;
+
+    /* Endpoints carry no secret; headers are never logged. */
+    snprintf(msg, sizeof(msg),
+             "started for %s %s: logs %s %s, traces %s %s, %u rings%s",
+             server != NULL ? server : "?",
+             o.server_version != NULL ? o.server_version : "",
+             sp_exporter_word(c, SP_SETTING_LOGS_EXPORTER),
+             sp_config_text(c, SP_SETTING_PROFILER_LOGS_ENDPOINT),
+             sp_exporter_word(c, SP_SETTING_TRACES_EXPORTER),
+             sp_config_text(c, SP_SETTING_OTLP_TRACES_ENDPOINT),
+             sp_region_slot_count(region),
+             o.text_format ? ", text profiling format" : "");
+    sp_write_line("info", msg);
+
+    sp_exporter_run(e);
+    sp_running = NULL;
+    sp_exporter_destroy(e);
+    sp_otlp_shutdown();
+    sp_region_detach(region);
+    sp_shm_close(&shm);
+    sp_config_destroy(c);
+    sp_write_line("info", "stopped");
+    return 0;
+}
