@@ -815,6 +815,14 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
         sp_otlp_retry_policy p;
 
         memset(&p, 0, sizeof(p));
+        /* Waits never longer than an export interval: a collector that
+         * returns gets data within about two intervals, and one request
+         * per interval is what a healthy exporter sends anyway. */
+        p.max_ms = e->export_interval_ms < 100 ? 100
+                   : e->export_interval_ms > SP_OTLP_BACKOFF_MAX_MS
+                   ? SP_OTLP_BACKOFF_MAX_MS : e->export_interval_ms;
+        p.base_ms = p.max_ms < SP_OTLP_BACKOFF_BASE_MS
+                    ? p.max_ms / 2 : SP_OTLP_BACKOFF_BASE_MS;
         /* Put back in front: order kept, and it is still the oldest, so
          * the first to go when newer data needs the room. */
         it->next = e->head;

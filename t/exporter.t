@@ -1,0 +1,346 @@
+#!/usr/bin/perl
+# build/spanprof-exporter end to end: started by sp_exporter_spawn from a
+# driver that writes records as a worker does, exporting to the
+# independent receiver (grpc-js + otlp-transformer + pprof-format), over
+# plain gRPC and TLS with headers, and to the console. Every field of SPEC
+# section 5 is checked on what the receiver decoded; go tool pprof reads
+# a profile that arrived.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use JSON::PP ();
+use MIME::Base64 qw(decode_base64);
+use IO::Uncompress::Gunzip qw(gunzip $GunzipError);
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(top_dir new_dir read_file write_file);
+use Spanprof::Receiver qw(attribute);
+use Spanprof::Exporter qw(build_driver start_drive finish_drive run_drive
+                          balanced);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+
+my $dir = new_dir();
+my $driver = build_driver($dir);
+my $SECRET = 's3cr3t-token-value';
+
+sub base_env {
+    my ($endpoint) = @_;
+    return (
+        OTEL_EXPORTER_OTLP_ENDPOINT => $endpoint,
+        OTEL_EXPORTER_OTLP_HEADERS => "x-spanprof-test=$SECRET,x-other=1",
+        SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
+        OTEL_BSP_SCHEDULE_DELAY => '300',
+        OTEL_SERVICE_NAME => 'drive-svc',
+        OTEL_RESOURCE_ATTRIBUTES => 'deployment.environment=test',
+    );
+}
+
+sub log_records {
+    my @r;
+    for my $req (@_) {
+        next unless $req->{signal} eq 'logs';
+        for my $rl (@{ $req->{request}{resourceLogs} // [] }) {
+            for my $sl (@{ $rl->{scopeLogs} // [] }) {
+                push @r, map { { %$_, resource => $rl->{resource},
+                                 scope => $sl->{scope} } }
+                    @{ $sl->{logRecords} // [] };
+            }
+        }
+    }
+    return @r;
+}
+
+sub spans {
+    my @r;
+    for my $req (@_) {
+        next unless $req->{signal} eq 'traces';
+        for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
+            for my $ss (@{ $rs->{scopeSpans} // [] }) {
+                push @r, map { { %$_, resource => $rs->{resource},
+                                 scope => $ss->{scope} } }
+                    @{ $ss->{spans} // [] };
+            }
+        }
+    }
+    return @r;
+}
+
+sub check_resource {
+    my ($res, $h, $what) = @_;
+    my $a = $res->{attributes};
+    is(attribute($a, 'service.name'), 'drive-svc', "$what: service.name");
+    is(attribute($a, 'telemetry.sdk.name'), 'spanprof',
+       "$what: telemetry.sdk.name");
+    is(attribute($a, 'telemetry.sdk.version'), '0.1.0',
+       "$what: telemetry.sdk.version");
+    is(attribute($a, 'telemetry.sdk.language'), 'cpp',
+       "$what: telemetry.sdk.language");
+    is(attribute($a, 'telemetry.distro.name'), 'spanprof',
+       "$what: telemetry.distro.name");
+    is(attribute($a, 'telemetry.distro.version'), '0.1.0',
+       "$what: telemetry.distro.version");
+    ok(length(attribute($a, 'host.name') // ''), "$what: host.name");
+    is(attribute($a, 'process.pid'), $h->{driver_pid},
+       "$what: process.pid is the worker's (the driver)");
+    is(attribute($a, 'process.executable.name'), 'nginx',
+       "$what: process.executable.name from SPANPROF_SERVER_EXE");
+    is(attribute($a, 'process.runtime.name'), 'nginx',
+       "$what: process.runtime.name");
+    is(attribute($a, 'process.runtime.version'), '1.22.1',
+       "$what: process.runtime.version");
+    is(attribute($a, 'deployment.environment'), 'test',
+       "$what: OTEL_RESOURCE_ATTRIBUTES");
+}
+
+sub check_logs {
+    my ($h, $what, @requests) = @_;
+    my @records = log_records(@requests);
+    ok(@records >= 1, "$what: profiling log records arrived");
+    return unless @records;
+    check_resource($records[0]{resource}, $h, "$what logs");
+    is($records[0]{scope}{name}, 'otel.profiling', "$what: scope name");
+    is($records[0]{scope}{version}, '0.1.0', "$what: scope version");
+
+    my ($samples, $truncated, $bad_frames, $bad_labels) = (0, 0, 0, 0);
+    for my $r (@records) {
+        my $a = $r->{attributes};
+        is(attribute($a, 'com.splunk.sourcetype'), 'otel.profiling',
+           "$what: com.splunk.sourcetype");
+        is(attribute($a, 'profiling.data.type'), 'cpu',
+           "$what: profiling.data.type");
+        is(attribute($a, 'profiling.data.format'), 'pprof-gzip-base64',
+           "$what: profiling.data.format");
+        is(attribute($a, 'profiling.instrumentation.source'), 'snapshot',
+           "$what: profiling.instrumentation.source");
+        ok(!$r->{pprof_error}, "$what: the body decodes as gzip+pprof")
+            or diag($r->{pprof_error});
+        my $p = $r->{pprof}{resolved} or next;
+        my $n = @{ $p->{samples} };
+        is(attribute($a, 'profiling.data.total.frame.count'), 4 * $n,
+           "$what: total.frame.count is the frames of its samples");
+        is_deeply($p->{sample_types},
+                  [[qw(samples count)], [qw(cpu nanoseconds)]],
+                  "$what: sample types");
+        is_deeply($p->{period_type}, [qw(cpu nanoseconds)],
+                  "$what: period type");
+        is($p->{period}, 10_000_000, "$what: period is the interval");
+        for my $s (@{ $p->{samples} }) {
+            $samples++;
+            my @names = map { $_->{function} } @{ $s->{frames} };
+            $bad_frames++ unless "@names" eq 'drive_leaf drive_mid '
+                . 'drive_root main';
+            for my $f (@{ $s->{frames} }) {
+                $bad_frames++ unless ($f->{file} // '') =~ /exporter_drive\.c$/
+                    && $f->{line} > 0 && $f->{mapping} eq $driver
+                    && $f->{build_id} =~ /^[0-9a-f]{40}$/;
+            }
+            my $l = $s->{labels};
+            $bad_labels++ unless $l->{trace_id}
+                    eq '4b000000000000000000000000000036'
+                && $l->{span_id} eq '00f00000000000b7'
+                && $l->{'thread.name'} eq 'drive-worker'
+                && $l->{'thread.state'} eq 'running'
+                && $l->{'thread.id'} > 0 && $l->{'thread.os.id'} > 0
+                && $l->{'source.event.period'} == 10
+                && abs($l->{'source.event.time'} - time * 1000) < 600_000;
+            $truncated++ if ($l->{'thread.stack.truncated'} // '') eq 'true';
+            is_deeply($s->{values}, [1, 10_000_000],
+                      "$what: sample values") if $samples == 1;
+        }
+    }
+    is($samples, 40, "$what: all 40 samples arrived");
+    is($bad_frames, 0, "$what: every frame named, with file, line, "
+       . 'mapping and build id');
+    is($bad_labels, 0, "$what: every sample has the SPEC 5 labels");
+    is($truncated, 4, "$what: truncated stacks say so");
+}
+
+sub check_traces {
+    my ($h, $what, @requests) = @_;
+    my @spans = spans(@requests);
+    is(scalar @spans, 5, "$what: the 5 spans arrived");
+    return unless @spans;
+    check_resource($spans[0]{resource}, $h, "$what traces");
+    my $s = (sort { $a->{spanId} cmp $b->{spanId} } @spans)[0];
+    is($s->{traceId}, '4b000000000000000000000000000036', "$what: trace id");
+    is($s->{spanId}, '0100000000000001', "$what: span id");
+    is($s->{parentSpanId}, '0000000000000042', "$what: parent span id");
+    is($s->{traceState}, 'vendor=value', "$what: trace state");
+    is($s->{name}, 'GET /drive', "$what: name");
+    is($s->{kind}, 2, "$what: kind SERVER");
+    is($s->{status}{code}, 2, "$what: status Error");
+    is($s->{endTimeUnixNano} - $s->{startTimeUnixNano}, 2_500_000,
+       "$what: start and end times");
+    is(attribute($s->{attributes}, 'http.request.method'), 'GET',
+       "$what: string attribute");
+    is(attribute($s->{attributes}, 'http.response.status_code'), 503,
+       "$what: int attribute");
+    ok(attribute($s->{attributes}, 'splunk.snapshot.profiling'),
+       "$what: bool attribute");
+}
+
+sub check_run {
+    my ($h, $what) = @_;
+    ok(!$h->{timed_out}, "$what: the driver finished");
+    is($h->{exit}, 0, "$what: the exporter exits 0 on SIGTERM")
+        or diag($h->{stderr});
+    my $c = $h->{counters};
+    ok($c, "$what: counters logged at exit") or return;
+    is($c->{received}, 45, "$what: 45 records received");
+    is($c->{exported}, 45, "$what: 45 exported");
+    ok(balanced($c), "$what: received = exported + dropped + held");
+    unlike($h->{stderr}, qr/\Q$SECRET\E/, "$what: no secret in the log");
+    like($h->{stderr}, qr/^spanprof-exporter\[\d+\]: info: started for nginx/m,
+         "$what: log lines are prefixed with name and pid");
+}
+
+# --- plain gRPC
+
+{
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    my $h = start_drive(dir => $dir, driver => $driver,
+        env => { base_env('http://127.0.0.1:' . $rcv->port) },
+        args => [qw(--samples 40 --spans 5 --hold-ms 1500)]);
+    sleep 0.3;
+    my $pid = $h->{exporter_pid};
+    is(read_file("/proc/$pid/comm"), "spanprof-export\n",
+       'the exporter names its thread for ps');
+    like(read_file("/proc/$pid/cmdline"), qr/^spanprof-exporter: drive\0/,
+         'argv[0] is the title given');
+    finish_drive($h);
+    check_run($h, 'grpc');
+    my @req = $rcv->requests;
+    check_logs($h, 'grpc', @req);
+    check_traces($h, 'grpc', @req);
+    my ($md) = map { $_->{metadata} } grep { $_->{signal} eq 'logs' } @req;
+    is($md->{'x-spanprof-test'}, $SECRET, 'headers arrive as metadata');
+    my %paths = map { $_->{path} => 1 } @req;
+    ok($paths{'/opentelemetry.proto.collector.logs.v1.LogsService/Export'}
+       && $paths{'/opentelemetry.proto.collector.trace.v1.TraceService/Export'},
+       'both services called on one endpoint');
+
+    # Google's pprof reads a profile as it arrived.
+    my ($rec) = log_records(@req);
+    my $gz = decode_base64($rec->{body}{stringValue});
+    my $raw;
+    gunzip(\$gz => \$raw) or die $GunzipError;
+    write_file("$dir/arrived.pb", $raw);
+  SKIP: {
+        skip 'go is not installed', 2
+            unless `sh -c 'command -v go' 2>/dev/null`;
+        local $ENV{HOME} = $dir;
+        local $ENV{PPROF_TMPDIR} = $dir;
+        my $out = `go tool pprof -raw $dir/arrived.pb 2>&1`;
+        is($?, 0, 'go tool pprof reads the profile') or diag($out);
+        like($out, qr/drive_leaf.*\n.*drive_mid.*\n.*drive_root.*\n.*main/,
+             'pprof shows the stack leaf first');
+    }
+}
+
+# --- TLS with a self-signed certificate, and headers
+
+SKIP: {
+    skip 'openssl is not installed', 1
+        unless `sh -c 'command -v openssl' 2>/dev/null`;
+    my $out = `openssl req -x509 -newkey rsa:2048 -nodes -days 2 \\
+        -subj /CN=localhost -addext subjectAltName=DNS:localhost \\
+        -keyout $dir/key.pem -out $dir/cert.pem 2>&1`;
+    is($?, 0, 'a self-signed certificate') or diag($out);
+    my $rcv = Spanprof::Receiver->start(dir => $dir,
+        tls => ["$dir/cert.pem", "$dir/key.pem"]);
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { base_env('https://localhost:' . $rcv->port),
+                 OTEL_EXPORTER_OTLP_CERTIFICATE => "$dir/cert.pem" },
+        args => [qw(--samples 40 --spans 5 --hold-ms 1500)]);
+    check_run($h, 'tls');
+    my @req = $rcv->requests;
+    check_logs($h, 'tls', @req);
+    check_traces($h, 'tls', @req);
+    my ($md) = map { $_->{metadata} } @req;
+    is($md->{'x-spanprof-test'}, $SECRET, 'tls: headers arrive as metadata');
+}
+
+# --- console: OTLP/JSON lines
+
+{
+    my $file = "$dir/console.jsonl";
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { base_env('http://127.0.0.1:1'),
+                 OTEL_LOGS_EXPORTER => 'console',
+                 OTEL_TRACES_EXPORTER => 'console',
+                 SPANPROF_CONSOLE_PATH => $file },
+        args => [qw(--samples 40 --spans 5 --hold-ms 1000)]);
+    check_run($h, 'console');
+    my @lines = grep { length } split /\n/, read_file($file);
+    my $json = JSON::PP->new;
+    my @docs = eval { map { $json->decode($_) } @lines };
+    ok(!$@ && @docs >= 2, 'console lines parse as JSON') or diag($@);
+    my ($logs) = grep { $_->{resourceLogs} } @docs;
+    my ($traces) = grep { $_->{resourceSpans} } @docs;
+    my $rl = $logs->{resourceLogs}[0];
+    is(attribute($rl->{resource}{attributes}, 'process.pid'),
+       $h->{driver_pid}, 'console: process.pid, int64 as a string');
+    my $lr = $rl->{scopeLogs}[0]{logRecords}[0];
+    is($rl->{scopeLogs}[0]{scope}{name}, 'otel.profiling', 'console: scope');
+    like($lr->{timeUnixNano}, qr/^\d{19}$/, 'console: times as strings');
+    is(attribute($lr->{attributes}, 'profiling.data.format'),
+       'pprof-gzip-base64', 'console: log attributes');
+    like($lr->{body}{stringValue}, qr/^H4sI/, 'console: body is gzip base64');
+    my $sp = $traces->{resourceSpans}[0]{scopeSpans}[0]{spans}[0];
+    is($sp->{traceId}, '4b000000000000000000000000000036',
+       'console: trace id as hex');
+    is($sp->{kind}, 2, 'console: enums as numbers');
+    is($sp->{status}{code}, 2, 'console: status');
+    is(attribute($sp->{attributes}, 'http.response.status_code'), '503',
+       'console: int attribute as a string');
+}
+
+# --- the deprecated text format
+
+{
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { base_env('http://127.0.0.1:' . $rcv->port),
+                 SPANPROF_PROFILING_FORMAT => 'text' },
+        args => [qw(--samples 40 --spans 5 --hold-ms 1500)]);
+    check_run($h, 'text');
+    my @records = log_records($rcv->requests);
+    is(scalar @records, 40, 'text: one log record per sample');
+    is(attribute($records[0]{attributes}, 'profiling.data.format'), 'text',
+       'text: format attribute');
+    is($records[0]{traceId}, '4b000000000000000000000000000036',
+       'text: TraceId field');
+    like($records[0]{body}{stringValue},
+         qr/"drive-worker" #\d+ .*\n.*\n\tat drive_leaf\(.*exporter_drive\.c:\d+\)\n\tat drive_mid/,
+         'text: the call stack format');
+}
+
+# --- the supervisor dies: the exporter flushes and goes
+
+{
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { base_env('http://127.0.0.1:' . $rcv->port),
+                 SPLUNK_PROFILER_EXPORT_INTERVAL => '60000',
+                 OTEL_BSP_SCHEDULE_DELAY => '60000' },
+        args => [qw(--samples 40 --spans 5 --hold-ms 300 --no-stop)]);
+    my $pid = $h->{exporter_pid};
+    my $end = time + 15;
+    sleep 0.05 while time < $end && kill 0, $pid;
+    ok(!kill(0, $pid), 'the exporter ends when its supervisor dies');
+    my $log = read_file($h->{log});
+    like($log, qr/counters: .*\(at exit\)/, 'and logs its counters');
+    my @records = log_records($rcv->requests);
+    my @spans = spans($rcv->requests);
+    is(scalar @spans, 5, 'spans held for the next batch are flushed');
+    ok(@records >= 1, 'so are profiles held for the next interval');
+}
+
+done_testing;

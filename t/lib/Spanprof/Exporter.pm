@@ -1,0 +1,130 @@
+package Spanprof::Exporter;
+
+# Runs build/spanprof-exporter the way a server will, through
+# t/bin/exporter_drive.c (built here against the core archive): the driver
+# creates the region, spawns the exporter, writes records like a worker,
+# then stops the exporter and reports. Shared by t/exporter*.t.
+
+use strict;
+use warnings;
+
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(top_dir read_file);
+
+use Exporter 'import';
+our @EXPORT_OK = qw(build_driver start_drive finish_drive run_drive
+                    counters balanced);
+
+my %running;
+
+# Compiles the driver into $dir with debug info, so its frames have
+# names, files and lines. Returns its path, or dies with the compiler's
+# output.
+sub build_driver {
+    my ($dir) = @_;
+    my $top = top_dir();
+    my $build = $ENV{SPANPROF_BUILD} // "$top/build";
+    my $bin = "$dir/exporter_drive";
+    my @cmd = ('cc', '-std=c11', '-D_GNU_SOURCE', '-O1', '-g', '-Wall',
+               '-Wextra', '-Werror', "-I$top/core/include",
+               "$top/t/bin/exporter_drive.c", "$build/libspanprof_core.a",
+               '-lunwind', '-lm', '-o', $bin);
+    my $out = `@cmd 2>&1`;
+    die "cannot build t/bin/exporter_drive.c (make build first?):\n$out"
+        if $? != 0;
+    return $bin;
+}
+
+# start_drive(dir => $dir, driver => $bin, env => {...}, args => [...])
+# Starts the driver with exactly the OTEL_/SPLUNK_/SPANPROF_ variables of
+# env (the harness's own are removed). Returns a handle.
+sub start_drive {
+    my (%a) = @_;
+    my $n = ++$running{serial};
+    my $h = {
+        out => "$a{dir}/drive-$n.out",
+        log => "$a{dir}/drive-$n.log",
+    };
+    my $exporter = $ENV{SPANPROF_BUILD} // top_dir() . '/build';
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        delete $ENV{$_} for grep { /^(OTEL_|SPLUNK_|SPANPROF_)/ } keys %ENV;
+        $ENV{$_} = $a{env}{$_} for keys %{ $a{env} // {} };
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', $h->{out};
+        open STDERR, '>', $h->{log};
+        exec $a{driver}, '--exporter', "$exporter/spanprof-exporter",
+            @{ $a{args} // [] } or die "exec: $!";
+    }
+    $h->{pid} = $pid;
+    $running{$pid} = 1;
+    my $end = time + 10;
+    while (time < $end && read_file($h->{out}) !~ /^exporter (\d+)$/m) {
+        sleep 0.01;
+    }
+    ($h->{exporter_pid}) = read_file($h->{out}) =~ /^exporter (\d+)$/m;
+    ($h->{driver_pid}) = read_file($h->{out}) =~ /^driver (\d+)$/m;
+    return $h;
+}
+
+# Waits for the driver (at most $timeout s, default 60); fills in what it
+# printed and the exporter's log.
+sub finish_drive {
+    my ($h, $timeout) = @_;
+    my $end = time + ($timeout // 60);
+    while (time < $end) {
+        last if waitpid($h->{pid}, WNOHANG) == $h->{pid};
+        sleep 0.05;
+    }
+    if (kill 0, $h->{pid}) {
+        kill 'KILL', $h->{pid};
+        waitpid($h->{pid}, 0);
+        $h->{timed_out} = 1;
+    }
+    delete $running{ $h->{pid} };
+    my $out = read_file($h->{out});
+    $h->{stdout} = $out;
+    $h->{stderr} = read_file($h->{log});
+    ($h->{written_samples}, $h->{written_spans}, $h->{ring_full}) =
+        $out =~ /^written samples=(\d+) spans=(\d+) ring_full=(\d+)$/m;
+    ($h->{hwm_kb}) = $out =~ /^exporter_hwm_kb (-?\d+)$/m;
+    ($h->{exit}) = $out =~ /^exporter_exit (\d+)$/m;
+    ($h->{signal}) = $out =~ /^exporter_signal (\d+)$/m;
+    $h->{counters} = counters($h->{stderr}, 'at exit');
+    return $h;
+}
+
+sub run_drive { finish_drive(start_drive(@_)) }
+
+# The last counters line of an exporter log (with $tag, e.g. "at exit"),
+# as a hash; undef when there is none.
+sub counters {
+    my ($log, $tag) = @_;
+    my @lines = grep { /: info: counters: / && (!$tag || /\Q$tag\E/) }
+        split /\n/, $log;
+    return undef unless @lines;
+    my %c;
+    $c{$1} = $2 while $lines[-1] =~ /\b([a-z_.A-Z]+)=(\d+)/g;
+    return \%c;
+}
+
+# received = exported + every dropped.* + held
+sub balanced {
+    my ($c) = @_;
+    my $sum = $c->{exported} + $c->{held};
+    $sum += $c->{$_} for grep { /^dropped\./ } keys %$c;
+    return $sum == $c->{received};
+}
+
+END {
+    local $?;
+    for my $pid (grep { /^\d+$/ } keys %running) {
+        kill 'KILL', $pid;
+        waitpid($pid, 0);
+    }
+}
+
+1;
