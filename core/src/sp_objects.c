@@ -1,0 +1,156 @@
+/*
+ * The loaded-object table; see sp_objects.h.
+ */
+#include "sp_objects.h"
+#include "sp_record.h"
+
+#include <elf.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SP_OBJECTS_MAX 1024
+
+typedef struct sp_object_scan {
+    sp_object *objects;
+    uint16_t   count;
+    char       exe[PATH_MAX];
+    uint64_t   changes;
+    bool       main_seen;
+    bool       failed;
+} sp_object_scan;
+
+static void
+sp_find_build_id(const struct dl_phdr_info *info, sp_object *o)
+{
+    const ElfW(Phdr) *ph;
+    const unsigned char *p, *end;
+    int i;
+
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) {
+            continue;
+        }
+        p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+        end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            size_t name = (n->n_namesz + 3) & ~(size_t)3;
+            size_t desc = (n->n_descsz + 3) & ~(size_t)3;
+            const unsigned char *d = p + sizeof(*n) + name;
+
+            if (d + desc > end) {
+                break;
+            }
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4
+                && memcmp(p + sizeof(*n), "GNU", 4) == 0
+                && n->n_descsz > 0 && n->n_descsz <= SP_BUILD_ID_MAX)
+            {
+                memcpy(o->build_id, d, n->n_descsz);
+                o->build_id_len = (uint8_t)n->n_descsz;
+                return;
+            }
+            p = d + desc;
+        }
+    }
+}
+
+static int
+sp_object_visit(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    sp_object_scan *scan = ctx;
+    const char *path = info->dlpi_name;
+    sp_object base;
+    int i;
+
+    (void)size;
+    scan->changes = info->dlpi_adds + info->dlpi_subs;
+    if (scan->objects == NULL) {
+        return 0;
+    }
+    if (path == NULL || path[0] == '\0') {
+        /* The first entry without a name is the main program. */
+        if (scan->main_seen || scan->exe[0] == '\0') {
+            return 0;
+        }
+        scan->main_seen = true;
+        path = scan->exe;
+    } else if (strncmp(path, "linux-vdso", 10) == 0) {
+        return 0;
+    }
+
+    memset(&base, 0, sizeof(base));
+    base.load_bias = info->dlpi_addr;
+    base.path = path;
+    base.path_len = strlen(path);
+    sp_find_build_id(info, &base);
+
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        sp_object *o;
+
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) {
+            continue;
+        }
+        if (scan->count >= SP_OBJECTS_MAX) {
+            scan->failed = true;
+            return 1;
+        }
+        o = &scan->objects[scan->count++];
+        *o = base;
+        o->start = info->dlpi_addr + ph->p_vaddr;
+        o->end = o->start + ph->p_memsz;
+        o->file_offset = ph->p_offset;
+    }
+    return 0;
+}
+
+uint64_t
+sp_objects_change_count(void)
+{
+    sp_object_scan scan;
+
+    memset(&scan, 0, sizeof(scan));
+    dl_iterate_phdr(sp_object_visit, &scan);
+    return scan.changes;
+}
+
+sp_status
+sp_objects_publish(sp_ring *ring, uint32_t pid, uint32_t generation)
+{
+    sp_object_scan *scan;
+    sp_ring_token   tok;
+    ssize_t         n;
+    size_t          size;
+    void           *dst;
+    sp_status       st = SP_OK;
+
+    scan = calloc(1, sizeof(*scan));
+    if (scan == NULL) {
+        return SP_ERR_NOMEM;
+    }
+    scan->objects = calloc(SP_OBJECTS_MAX, sizeof(sp_object));
+    if (scan->objects == NULL) {
+        free(scan);
+        return SP_ERR_NOMEM;
+    }
+    n = readlink("/proc/self/exe", scan->exe, sizeof(scan->exe) - 1);
+    scan->exe[n > 0 ? n : 0] = '\0';
+    dl_iterate_phdr(sp_object_visit, scan);
+
+    size = sp_objects_size(scan->objects, scan->count);
+    dst = sp_ring_reserve(ring, SP_RECORD_OBJECTS, size, &tok);
+    if (dst == NULL) {
+        st = SP_ERR_NOMEM;
+    } else {
+        sp_ring_commit(ring, &tok,
+                       sp_objects_encode(dst, pid, generation, scan->objects,
+                                         scan->count));
+    }
+    free(scan->objects);
+    free(scan);
+    return st;
+}

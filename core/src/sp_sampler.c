@@ -1,0 +1,709 @@
+/*
+ * The sampler; see sp_sampler.h for the model. Everything reachable from
+ * sp_sampler_on_signal is async-signal-safe: no allocation, no lock,
+ * errno preserved.
+ */
+#define UNW_LOCAL_ONLY
+#include "sp_sampler.h"
+#include "sp_objects.h"
+#include "sp_record.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define SP_DEFAULT_DEPTH        128
+#define SP_HANDLER_FRAMES       32      /* the handler's own, skipped */
+#define SP_MAX_THREADS          4096
+#define SP_WARN_EVERY_NS        (60ull * 1000000000ull)
+#define SP_MAX_INTERVAL_MS      3600000u
+
+/*
+ * One per thread, in static TLS (initial-exec): the handler must not be
+ * the first to touch a thread's TLS, which for dynamic TLS could allocate.
+ * Kept small: a dlopen'ed module shares a small static TLS surplus.
+ */
+typedef struct sp_thread_slot {
+    _Atomic uint32_t seq;           /* odd while the ids change */
+    bool             has_span;
+    bool             armed;         /* the snapshot timer runs */
+    bool             in_handler;
+    uint8_t          trace_id[16];
+    uint8_t          span_id[8];
+    uint32_t         generation;    /* sampler whose timer this is */
+    timer_t          timer;
+    uint64_t         last_sample_ns;
+} sp_thread_slot;
+
+static __thread sp_thread_slot sp_tls
+    __attribute__((tls_model("initial-exec")));
+
+struct sp_sampler {
+    sp_sampler_options  o;
+    sp_ring            *ring;
+    uint32_t            pid;
+    uint32_t            generation;
+    uint32_t            objects_generation;
+    uint64_t            objects_changes;
+    bool                running;
+    bool                handler_installed;
+    struct sigaction    previous;
+
+    /* Timers created for threads, so stop can delete them all. */
+    pthread_mutex_t     timers_lock;
+    timer_t             timers[SP_MAX_THREADS];
+    pid_t               timer_tids[SP_MAX_THREADS];
+    uint32_t            timer_count;
+    pthread_key_t       thread_key;
+    bool                key_created;
+
+    /* The continuous sampler's thread. */
+    pthread_t           thread;
+    bool                thread_started;
+    pthread_mutex_t     stop_lock;
+    pthread_cond_t      stop_cond;
+    bool                stopping;
+    pid_t               thread_tid;
+
+    _Atomic uint64_t    taken;
+    _Atomic uint64_t    dropped;
+    _Atomic uint64_t    no_stack;
+    _Atomic uint64_t    signals;
+    uint64_t            warned_dropped;
+    uint64_t            warned_at_ns;
+};
+
+/* The handler's way to the sampler: one per process. */
+static _Atomic(sp_sampler *) sp_active;
+static _Atomic uint32_t sp_generations;
+
+static uint64_t
+sp_now_ns(clockid_t clock)
+{
+    struct timespec ts;
+
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pid_t
+sp_gettid(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+static void
+sp_timer_disarm(timer_t timer)
+{
+    struct itimerspec off;
+
+    memset(&off, 0, sizeof(off));
+    timer_settime(timer, 0, &off, NULL);
+}
+
+/*
+ * The interrupted thread's stack, top first, without the handler's own
+ * frames: libunwind unwinds through the signal frame, and the first frame
+ * whose address is the interrupted program counter is the thread's.
+ */
+static int
+sp_unwind(const ucontext_t *uc, uint64_t *frames, int max, bool *truncated)
+{
+    void     *raw[SP_DEFAULT_DEPTH * 8 + SP_HANDLER_FRAMES + 1];
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    int       cap = max + SP_HANDLER_FRAMES + 1, n, i, start = -1, k;
+
+    if (cap > (int)(sizeof(raw) / sizeof(raw[0]))) {
+        cap = (int)(sizeof(raw) / sizeof(raw[0]));
+    }
+    n = unw_backtrace(raw, cap);
+    for (i = 0; i < n && i < SP_HANDLER_FRAMES + 1; i++) {
+        if ((uintptr_t)raw[i] == pc) {
+            start = i;
+            break;
+        }
+    }
+    if (start < 0) {
+        return 0;
+    }
+    for (k = 0; start + k < n && k < max; k++) {
+        frames[k] = (uint64_t)(uintptr_t)raw[start + k];
+    }
+    /* Not all of it was kept, or the buffer was full: there was more. */
+    *truncated = start + k < n || n == cap;
+    return k;
+}
+
+/* The thread was entering or restarting a system call: 0f 05 at pc. */
+static uint8_t
+sp_thread_state_at(const ucontext_t *uc)
+{
+    const unsigned char *pc =
+        (const unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
+
+    return pc != NULL && pc[0] == 0x0f && pc[1] == 0x05
+           ? SP_THREAD_BLOCKED : SP_THREAD_RUNNING;
+}
+
+static void
+sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
+               bool has_span, const uint8_t *trace_id, const uint8_t *span_id,
+               uint8_t source)
+{
+    uint64_t      frames[SP_DEFAULT_DEPTH * 8];
+    sp_sample     smp;
+    sp_ring_token tok;
+    uint64_t      now = sp_now_ns(CLOCK_MONOTONIC);
+    uint64_t      interval_ms;
+    void         *dst;
+    int           n, max = s->o.max_depth;
+    bool          truncated = false;
+
+    if (max > (int)(sizeof(frames) / sizeof(frames[0]))) {
+        max = (int)(sizeof(frames) / sizeof(frames[0]));
+    }
+    n = sp_unwind(uc, frames, max, &truncated);
+    if (n == 0) {
+        atomic_fetch_add_explicit(&s->no_stack, 1, memory_order_relaxed);
+        return;
+    }
+
+    memset(&smp, 0, sizeof(smp));
+    smp.time_ns = sp_now_ns(CLOCK_REALTIME);
+    interval_ms = source == SP_SOURCE_SNAPSHOT ? s->o.snapshot_interval_ms
+                                               : s->o.continuous_interval_ms;
+    /* The real time since this thread's previous sample; the first one
+     * counts one interval. */
+    smp.period_ns = t->last_sample_ns != 0 && now > t->last_sample_ns
+                    ? now - t->last_sample_ns : interval_ms * 1000000ull;
+    t->last_sample_ns = now;
+    smp.pid = s->pid;
+    smp.tid = (uint32_t)sp_gettid();
+    (void)prctl(PR_GET_NAME, smp.thread_name);
+    smp.thread_name[SP_THREAD_NAME_SIZE - 1] = '\0';
+    smp.state = sp_thread_state_at(uc);
+    smp.source = source;
+    smp.truncated = truncated;
+    smp.has_span = has_span;
+    if (has_span) {
+        memcpy(smp.trace_id, trace_id, 16);
+        memcpy(smp.span_id, span_id, 8);
+    }
+    smp.frame_count = (uint16_t)n;
+    smp.frames = frames;
+
+    dst = sp_ring_reserve(s->ring, SP_RECORD_SAMPLE,
+                          sp_sample_size(smp.frame_count), &tok);
+    if (dst == NULL) {
+        atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    sp_ring_commit(s->ring, &tok, sp_sample_encode(dst, &smp));
+    atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
+}
+
+static void
+sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
+{
+    sp_thread_slot *t = &sp_tls;
+    sp_sampler     *s;
+    uint8_t         trace_id[16], span_id[8];
+    uint32_t        before, after;
+    bool            has_span, from_timer, from_sampler;
+    int             saved = errno;
+
+    (void)signo;
+    s = atomic_load_explicit(&sp_active, memory_order_acquire);
+    if (s == NULL || t->in_handler) {
+        errno = saved;
+        return;
+    }
+    t->in_handler = true;
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_fetch_add_explicit(&s->signals, 1, memory_order_relaxed);
+
+    from_timer = si->si_code == SI_TIMER;
+    from_sampler = si->si_code == SI_TKILL && si->si_pid == (pid_t)s->pid;
+
+    /* The ids as they are at this instant; none when enter or leave was
+     * interrupted half-way. */
+    before = atomic_load_explicit(&t->seq, memory_order_relaxed);
+    atomic_signal_fence(memory_order_acquire);
+    has_span = t->has_span;
+    memcpy(trace_id, t->trace_id, 16);
+    memcpy(span_id, t->span_id, 8);
+    atomic_signal_fence(memory_order_acquire);
+    after = atomic_load_explicit(&t->seq, memory_order_relaxed);
+    if ((before & 1) != 0 || before != after) {
+        has_span = false;
+    }
+
+    if (from_timer) {
+        if (has_span) {
+            sp_take_sample(s, t, ucv, true, trace_id, span_id,
+                           SP_SOURCE_SNAPSHOT);
+        } else if (t->generation == s->generation && t->armed) {
+            /* leave() left the timer running: stop it now. */
+            sp_timer_disarm(t->timer);
+            t->armed = false;
+        }
+    } else if (from_sampler) {
+        sp_take_sample(s, t, ucv, has_span, trace_id, span_id,
+                       SP_SOURCE_CONTINUOUS);
+    }
+
+    atomic_signal_fence(memory_order_seq_cst);
+    t->in_handler = false;
+    errno = saved;
+}
+
+/* ---- per-thread timers */
+
+static void
+sp_forget_thread_timer(sp_sampler *s, pid_t tid, bool delete_it)
+{
+    uint32_t i;
+
+    pthread_mutex_lock(&s->timers_lock);
+    for (i = 0; i < s->timer_count; i++) {
+        if (s->timer_tids[i] == tid) {
+            if (delete_it) {
+                timer_delete(s->timers[i]);
+            }
+            s->timer_count--;
+            s->timers[i] = s->timers[s->timer_count];
+            s->timer_tids[i] = s->timer_tids[s->timer_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->timers_lock);
+}
+
+/* A thread that ends leaves no timer behind. */
+static void
+sp_thread_exits(void *arg)
+{
+    sp_sampler *s = atomic_load(&sp_active);
+
+    (void)arg;
+    if (s != NULL && sp_tls.generation == s->generation) {
+        sp_forget_thread_timer(s, sp_gettid(), true);
+        sp_tls.generation = 0;
+        sp_tls.armed = false;
+    }
+}
+
+static bool
+sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
+{
+    struct sigevent ev;
+    timer_t         timer;
+    clockid_t       clock;
+    bool            ok = false;
+
+    if (t->generation == s->generation) {
+        return true;
+    }
+    clock = s->o.clock == SP_SAMPLER_CLOCK_WALL ? CLOCK_MONOTONIC
+                                                 : CLOCK_THREAD_CPUTIME_ID;
+    memset(&ev, 0, sizeof(ev));
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = s->o.signo;
+    ev._sigev_un._tid = sp_gettid();
+
+    pthread_mutex_lock(&s->timers_lock);
+    if (s->running && s->timer_count < SP_MAX_THREADS
+        && timer_create(clock, &ev, &timer) == 0)
+    {
+        s->timers[s->timer_count] = timer;
+        s->timer_tids[s->timer_count] = ev._sigev_un._tid;
+        s->timer_count++;
+        ok = true;
+    }
+    pthread_mutex_unlock(&s->timers_lock);
+    if (!ok) {
+        return false;
+    }
+    pthread_setspecific(s->thread_key, s);
+    t->timer = timer;
+    t->armed = false;
+    t->generation = s->generation;
+    return true;
+}
+
+void
+sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
+                 const uint8_t span_id[8])
+{
+    sp_thread_slot   *t = &sp_tls;
+    struct itimerspec its;
+    uint32_t          seq;
+
+    if (s == NULL || !s->running) {
+        return;
+    }
+    seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
+    atomic_store_explicit(&t->seq, seq + 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_release);
+    memcpy(t->trace_id, trace_id, 16);
+    memcpy(t->span_id, span_id, 8);
+    t->has_span = true;
+    atomic_signal_fence(memory_order_release);
+    atomic_store_explicit(&t->seq, seq + 2, memory_order_relaxed);
+
+    if (s->o.snapshot_interval_ms == 0 || t->armed
+        || !sp_thread_timer(s, t))
+    {
+        return;
+    }
+    t->armed = true;
+    atomic_signal_fence(memory_order_seq_cst);
+    its.it_interval.tv_sec = s->o.snapshot_interval_ms / 1000;
+    its.it_interval.tv_nsec = (long)(s->o.snapshot_interval_ms % 1000)
+                              * 1000000L;
+    its.it_value = its.it_interval;
+    if (timer_settime(t->timer, 0, &its, NULL) != 0) {
+        t->armed = false;
+    }
+}
+
+void
+sp_sampler_leave(sp_sampler *s)
+{
+    sp_thread_slot *t = &sp_tls;
+    uint32_t        seq;
+
+    if (s == NULL) {
+        return;
+    }
+    seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
+    atomic_store_explicit(&t->seq, seq + 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_release);
+    t->has_span = false;
+    memset(t->trace_id, 0, 16);
+    memset(t->span_id, 0, 8);
+    atomic_signal_fence(memory_order_release);
+    atomic_store_explicit(&t->seq, seq + 2, memory_order_relaxed);
+}
+
+/* ---- the continuous sampler's thread */
+
+static int
+sp_compare_tids(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* 'R' (running or runnable) from /proc/self/task/TID/stat. */
+static bool
+sp_thread_is_running(pid_t tid)
+{
+    char  path[64], buf[512], *paren;
+    int   fd;
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return false;
+    }
+    buf[n] = '\0';
+    paren = strrchr(buf, ')');
+    return paren != NULL && paren[1] == ' ' && paren[2] == 'R';
+}
+
+static void
+sp_sample_all_threads(sp_sampler *s, pid_t *tids)
+{
+    DIR           *dir;
+    struct dirent *e;
+    size_t         n = 0, i;
+
+    dir = opendir("/proc/self/task");
+    if (dir == NULL) {
+        return;
+    }
+    while ((e = readdir(dir)) != NULL && n < SP_MAX_THREADS) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+
+        if (tid > 0 && tid != s->thread_tid) {
+            tids[n++] = tid;
+        }
+    }
+    closedir(dir);
+    qsort(tids, n, sizeof(pid_t), sp_compare_tids);
+    for (i = 0; i < n; i++) {
+        if (sp_thread_is_running(tids[i])) {
+            syscall(SYS_tgkill, (pid_t)s->pid, tids[i], s->o.signo);
+        }
+    }
+}
+
+static void *
+sp_continuous_main(void *arg)
+{
+    sp_sampler     *s = arg;
+    struct timespec next;
+    pid_t          *tids;
+
+    s->thread_tid = sp_gettid();
+    (void)prctl(PR_SET_NAME, "spanprof-sample");
+    tids = malloc(sizeof(pid_t) * SP_MAX_THREADS);
+    if (tids == NULL) {
+        return NULL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    pthread_mutex_lock(&s->stop_lock);
+    while (!s->stopping) {
+        next.tv_sec += s->o.continuous_interval_ms / 1000;
+        next.tv_nsec += (long)(s->o.continuous_interval_ms % 1000) * 1000000L;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000L;
+        }
+        while (!s->stopping
+               && pthread_cond_timedwait(&s->stop_cond, &s->stop_lock,
+                                         &next) != ETIMEDOUT)
+        {
+        }
+        if (s->stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&s->stop_lock);
+        sp_sample_all_threads(s, tids);
+        pthread_mutex_lock(&s->stop_lock);
+    }
+    pthread_mutex_unlock(&s->stop_lock);
+    free(tids);
+    return NULL;
+}
+
+/* ---- life cycle */
+
+sp_status
+sp_sampler_create(const sp_sampler_options *o, sp_ring *ring,
+                  sp_sampler **out)
+{
+    sp_sampler *s;
+
+    if (o == NULL || ring == NULL
+        || (o->snapshot_interval_ms == 0 && o->continuous_interval_ms == 0)
+        || o->snapshot_interval_ms > SP_MAX_INTERVAL_MS
+        || o->continuous_interval_ms > SP_MAX_INTERVAL_MS
+        || o->max_depth > SP_DEFAULT_DEPTH * 8
+        || (o->clock != SP_SAMPLER_CLOCK_CPU
+            && o->clock != SP_SAMPLER_CLOCK_WALL)
+        || o->signo < 0 || o->signo >= NSIG)
+    {
+        return SP_ERR_INVALID;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return SP_ERR_NOMEM;
+    }
+    s->o = *o;
+    if (s->o.max_depth == 0) {
+        s->o.max_depth = SP_DEFAULT_DEPTH;
+    }
+    if (s->o.signo == 0) {
+        s->o.signo = SIGPROF;
+    }
+    s->ring = ring;
+    pthread_mutex_init(&s->timers_lock, NULL);
+    pthread_mutex_init(&s->stop_lock, NULL);
+    *out = s;
+    return SP_OK;
+}
+
+static bool
+sp_signal_is_free(int signo, struct sigaction *previous)
+{
+    if (sigaction(signo, NULL, previous) != 0) {
+        return false;
+    }
+    if (previous->sa_flags & SA_SIGINFO) {
+        return previous->sa_sigaction == sp_sampler_on_signal;
+    }
+    return previous->sa_handler == SIG_DFL || previous->sa_handler == SIG_IGN;
+}
+
+sp_status
+sp_sampler_start(sp_sampler *s)
+{
+    struct sigaction   sa;
+    pthread_condattr_t ca;
+    sigset_t           all, old;
+    sp_sampler        *expected = NULL;
+    void              *prime[4];
+
+    if (s == NULL) {
+        return SP_ERR_INVALID;
+    }
+    if (s->running) {
+        return SP_OK;
+    }
+    if (!sp_signal_is_free(s->o.signo, &s->previous)) {
+        return SP_ERR_SIGNAL_BUSY;
+    }
+    if (!atomic_compare_exchange_strong(&sp_active, &expected, s)) {
+        return SP_ERR_INVALID;
+    }
+    if (!s->key_created) {
+        if (pthread_key_create(&s->thread_key, sp_thread_exits) != 0) {
+            atomic_store(&sp_active, NULL);
+            return SP_ERR_IO;
+        }
+        s->key_created = true;
+    }
+
+    s->pid = (uint32_t)getpid();
+    s->generation = atomic_fetch_add(&sp_generations, 1) + 1;
+    s->stopping = false;
+
+    /* Per-thread caches keep the handler off libunwind's global lock; one
+     * backtrace now fills what can be filled before any signal. */
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    (void)unw_backtrace(prime, 4);
+
+    s->objects_changes = sp_objects_change_count();
+    (void)sp_objects_publish(s->ring, s->pid, ++s->objects_generation);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = sp_sampler_on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(s->o.signo, &sa, NULL) != 0) {
+        atomic_store(&sp_active, NULL);
+        return SP_ERR_IO;
+    }
+    s->handler_installed = true;
+    s->running = true;
+
+    if (s->o.continuous_interval_ms > 0) {
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->stop_cond, &ca);
+        pthread_condattr_destroy(&ca);
+        /* The sampler's own thread takes no signal of ours. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        s->thread_started =
+            pthread_create(&s->thread, NULL, sp_continuous_main, s) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!s->thread_started) {
+            sp_sampler_stop(s);
+            return SP_ERR_IO;
+        }
+    }
+    return SP_OK;
+}
+
+void
+sp_sampler_stop(sp_sampler *s)
+{
+    struct sigaction sa;
+    uint32_t         i;
+
+    if (s == NULL || !s->running) {
+        return;
+    }
+    s->running = false;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->stop_lock);
+        s->stopping = true;
+        pthread_cond_signal(&s->stop_cond);
+        pthread_mutex_unlock(&s->stop_lock);
+        pthread_join(s->thread, NULL);
+        pthread_cond_destroy(&s->stop_cond);
+        s->thread_started = false;
+    }
+    /* Deleting a timer also discards its pending signal. */
+    pthread_mutex_lock(&s->timers_lock);
+    for (i = 0; i < s->timer_count; i++) {
+        timer_delete(s->timers[i]);
+    }
+    s->timer_count = 0;
+    pthread_mutex_unlock(&s->timers_lock);
+    sp_tls.generation = 0;
+    sp_tls.armed = false;
+
+    /* A signal still in flight must not take the default action
+     * (termination): leave it ignored rather than restore SIG_DFL. */
+    if (s->handler_installed) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = (s->previous.sa_flags & SA_SIGINFO)
+                        || s->previous.sa_handler == SIG_DFL
+                        ? SIG_IGN : s->previous.sa_handler;
+        sigaction(s->o.signo, &sa, NULL);
+        s->handler_installed = false;
+    }
+    atomic_store(&sp_active, NULL);
+}
+
+void
+sp_sampler_destroy(sp_sampler *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    sp_sampler_stop(s);
+    if (s->key_created) {
+        pthread_key_delete(s->thread_key);
+    }
+    pthread_mutex_destroy(&s->timers_lock);
+    pthread_mutex_destroy(&s->stop_lock);
+    free(s);
+}
+
+uint64_t
+sp_sampler_poll(sp_sampler *s)
+{
+    uint64_t changes, dropped, now, count = 0;
+
+    if (s == NULL || !s->running) {
+        return 0;
+    }
+    changes = sp_objects_change_count();
+    if (changes != s->objects_changes) {
+        s->objects_changes = changes;
+        (void)sp_objects_publish(s->ring, s->pid, ++s->objects_generation);
+    }
+    dropped = atomic_load(&s->dropped);
+    now = sp_now_ns(CLOCK_MONOTONIC);
+    if (dropped > s->warned_dropped
+        && (s->warned_at_ns == 0 || now - s->warned_at_ns >= SP_WARN_EVERY_NS))
+    {
+        count = dropped - s->warned_dropped;
+        s->warned_dropped = dropped;
+        s->warned_at_ns = now;
+    }
+    return count;
+}
+
+void
+sp_sampler_stats_get(const sp_sampler *s, sp_sampler_stats *out)
+{
+    out->taken = atomic_load(&((sp_sampler *)s)->taken);
+    out->dropped = atomic_load(&((sp_sampler *)s)->dropped);
+    out->no_stack = atomic_load(&((sp_sampler *)s)->no_stack);
+    out->signals = atomic_load(&((sp_sampler *)s)->signals);
+}

@@ -1,0 +1,809 @@
+/*
+ * The sampler in a process of known threads running known functions
+ * (noinline, distinct names), read back through a real ring and named by
+ * the exporter's symbolizer from the object table the sampler published.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sp_test.h"
+#include "sp_ring.h"
+#include "sp_sampler.h"
+#include "sp_symbolizer.h"
+
+#define RING_BYTES (8u << 20)
+#define NOINLINE __attribute__((noinline))
+
+typedef struct got_sample {
+    sp_sample s;
+    uint64_t  frames[64];
+    char      names[64][48];
+} got_sample;
+
+typedef struct fixture {
+    void          *mem;
+    sp_region     *region;
+    sp_ring       *ring;
+    sp_object      objects[256];
+    char           paths[256][256];
+    size_t         object_count;
+    got_sample    *got;
+    size_t         count;
+    size_t         cap;
+} fixture;
+
+static volatile uint64_t sink;
+
+static uint64_t
+now_ns(clockid_t c)
+{
+    struct timespec ts;
+
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Burns this thread's CPU for ms milliseconds. */
+/* Each with its own constant: identical bodies would be folded into one
+ * function (-fipa-icf), and a stack could not tell them apart. */
+#define BURNER(name, k) \
+    static NOINLINE void name(uint32_t ms) \
+    { \
+        uint64_t end = now_ns(CLOCK_THREAD_CPUTIME_ID) + ms * 1000000ull; \
+        while (now_ns(CLOCK_THREAD_CPUTIME_ID) < end) { \
+            for (int i = 0; i < 1000; i++) { sink += (uint64_t)i * (k); } \
+        } \
+        __asm__ volatile("" ::: "memory"); \
+    }
+
+BURNER(burn_for_span_one, 3)
+BURNER(burn_for_span_two, 5)
+BURNER(burn_for_span_three, 7)
+BURNER(burn_after_leave, 9)
+BURNER(burn_as_a, 11)
+BURNER(burn_as_b, 13)
+BURNER(burn_unattached, 15)
+
+static NOINLINE void
+outer_for_span_one(uint32_t ms)
+{
+    burn_for_span_one(ms);
+    __asm__ volatile("" ::: "memory");
+}
+
+static NOINLINE void
+outer_for_span_two(uint32_t ms)
+{
+    burn_for_span_two(ms);
+    __asm__ volatile("" ::: "memory");
+}
+
+static NOINLINE void
+outer_for_span_three(uint32_t ms)
+{
+    burn_for_span_three(ms);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Through a volatile pointer: the compiler cannot turn it into a loop. */
+static uint32_t deep_recursion(uint32_t depth, uint32_t ms);
+static uint32_t (*volatile recurse)(uint32_t, uint32_t) = deep_recursion;
+
+static NOINLINE uint32_t
+deep_recursion(uint32_t depth, uint32_t ms)
+{
+    uint32_t r;
+
+    if (depth == 0) {
+        burn_unattached(ms);
+        return 0;
+    }
+    r = recurse(depth - 1, ms);
+    sink += r;
+    return r + 1;
+}
+
+static void
+fx_open(fixture *fx)
+{
+    memset(fx, 0, sizeof(*fx));
+    fx->mem = aligned_alloc(64, sp_region_size(1, RING_BYTES));
+    assert_non_null(fx->mem);
+    assert_int_equal(sp_region_init(fx->mem, sp_region_size(1, RING_BYTES),
+                                    1, RING_BYTES), SP_OK);
+    assert_int_equal(sp_region_attach(fx->mem, sp_region_size(1, RING_BYTES),
+                                      &fx->region), SP_OK);
+    fx->ring = sp_region_claim(fx->region, (uint32_t)getpid());
+    assert_non_null(fx->ring);
+}
+
+static void
+fx_close(fixture *fx)
+{
+    sp_region_detach(fx->region);
+    free(fx->mem);
+    free(fx->got);
+}
+
+/* Reads every record; names the frames of each sample. */
+static void
+fx_drain(fixture *fx)
+{
+    sp_symbolizer    *sym;
+    sp_record_view    v;
+    sp_objects_record objs;
+    sp_sample         s;
+    uint16_t          i;
+
+    assert_int_equal(sp_symbolizer_create(NULL, &sym), SP_OK);
+    while (sp_ring_read(fx->ring, &v) == SP_OK) {
+        if (v.type == SP_RECORD_OBJECTS) {
+            assert_int_equal(sp_objects_decode(v.body, v.len, &objs), SP_OK);
+            assert_int_equal(objs.pid, (uint32_t)getpid());
+            fx->object_count = 0;
+            for (i = 0; i < objs.count && i < 256; i++) {
+                sp_object *o = &fx->objects[fx->object_count++];
+
+                assert_int_equal(sp_object_at(&objs, i, o), SP_OK);
+                snprintf(fx->paths[i], sizeof(fx->paths[i]), "%.*s",
+                         (int)o->path_len, o->path);
+                o->path = fx->paths[i];
+            }
+        } else if (v.type == SP_RECORD_SAMPLE) {
+            got_sample *g;
+
+            assert_int_equal(sp_sample_decode(v.body, v.len, &s), SP_OK);
+            if (fx->count == fx->cap) {
+                fx->cap = fx->cap ? fx->cap * 2 : 1024;
+                fx->got = realloc(fx->got, fx->cap * sizeof(got_sample));
+                assert_non_null(fx->got);
+            }
+            g = &fx->got[fx->count++];
+            g->s = s;
+            for (i = 0; i < s.frame_count && i < 64; i++) {
+                sp_symbol y;
+
+                g->frames[i] = s.frames[i];
+                g->names[i][0] = '\0';
+                if (sp_symbolizer_lookup(sym, fx->objects, fx->object_count,
+                                         s.frames[i], i > 0, &y) == SP_OK
+                    && y.frame.function != NULL)
+                {
+                    snprintf(g->names[i], sizeof(g->names[i]), "%s",
+                             y.frame.function);
+                }
+            }
+            g->s.frames = g->frames;
+        }
+        assert_int_equal(sp_ring_consume(fx->ring, &v), SP_OK);
+    }
+    sp_symbolizer_destroy(sym);
+}
+
+/* Index of the first frame named name, or -1. */
+static int
+frame_of(const got_sample *g, const char *name)
+{
+    int i;
+
+    for (i = 0; i < g->s.frame_count && i < 64; i++) {
+        if (strcmp(g->names[i], name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int
+posix_timers(void)
+{
+    FILE *f = fopen("/proc/self/timers", "r");
+    char  line[256];
+    int   n = 0;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n += strncmp(line, "ID:", 3) == 0;
+    }
+    fclose(f);
+    return n;
+}
+
+/* ---- snapshot: attribution per thread */
+
+typedef struct span_thread {
+    sp_sampler *sampler;
+    uint8_t     trace_id[16];
+    uint8_t     span_id[8];
+    void      (*work)(uint32_t);
+    pid_t       tid;
+} span_thread;
+
+static void *
+run_span_thread(void *arg)
+{
+    span_thread *st = arg;
+
+    st->tid = (pid_t)syscall(SYS_gettid);
+    sp_sampler_enter(st->sampler, st->trace_id, st->span_id);
+    st->work(300);
+    sp_sampler_leave(st->sampler);
+    burn_after_leave(150);
+    return NULL;
+}
+
+static void
+snapshot_samples_carry_their_threads_span_and_stack(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1 };
+    void (*work[3])(uint32_t) = { outer_for_span_one, outer_for_span_two,
+                                  outer_for_span_three };
+    const char *inner[3] = { "burn_for_span_one", "burn_for_span_two",
+                             "burn_for_span_three" };
+    const char *outer[3] = { "outer_for_span_one", "outer_for_span_two",
+                             "outer_for_span_three" };
+    span_thread st[3];
+    pthread_t   th[3];
+    fixture     fx;
+    size_t      i, per[3] = { 0 };
+    int         k, timers_before;
+    sp_sampler *s;
+
+    (void)state;
+    fx_open(&fx);
+    timers_before = posix_timers();
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    for (k = 0; k < 3; k++) {
+        memset(&st[k], 0, sizeof(st[k]));
+        st[k].sampler = s;
+        memset(st[k].trace_id, 0x10 + k, 16);
+        memset(st[k].span_id, 0x20 + k, 8);
+        st[k].work = work[k];
+        assert_int_equal(pthread_create(&th[k], NULL, run_span_thread,
+                                        &st[k]), 0);
+    }
+    for (k = 0; k < 3; k++) {
+        pthread_join(th[k], NULL);
+    }
+    /* Threads that ended left no timer behind. */
+    assert_int_equal(posix_timers(), timers_before);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+
+    assert_true(fx.object_count > 0);
+    for (i = 0; i < fx.count; i++) {
+        const got_sample *g = &fx.got[i];
+        int               a, b;
+
+        assert_int_equal(g->s.source, SP_SOURCE_SNAPSHOT);
+        /* Snapshot only: a sample always belongs to a span. */
+        assert_true(g->s.has_span);
+        assert_int_equal(frame_of(g, "burn_after_leave"), -1);
+        for (k = 0; k < 3; k++) {
+            if (g->s.span_id[0] == 0x20 + k) {
+                break;
+            }
+        }
+        assert_true(k < 3);
+        assert_int_equal(g->s.tid, (uint32_t)st[k].tid);
+        assert_int_equal(g->s.trace_id[5], 0x10 + k);
+        a = frame_of(g, inner[k]);
+        if (a < 0 && getenv("SP_TEST_DEBUG")) {
+            for (int j = 0; j < g->s.frame_count && j < 64; j++) {
+                fprintf(stderr, "  %d %#llx %s\n", j,
+                        (unsigned long long)g->frames[j], g->names[j]);
+            }
+        }
+        b = frame_of(g, outer[k]);
+        /* The stack: that thread's functions, innermost first. Where the
+         * timer hit inside now_ns, the burner is a caller. */
+        assert_true(a >= 0);
+        assert_true(b > a);
+        assert_true(frame_of(g, "run_span_thread") > b);
+        assert_true(g->s.period_ns > 0);
+        assert_int_equal(g->s.pid, (uint32_t)getpid());
+        per[k]++;
+    }
+    for (k = 0; k < 3; k++) {
+        /* 300 ms of CPU at a tick of at most 10 ms. */
+        assert_true(per[k] >= 20);
+    }
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
+/* ---- snapshot: switching between spans */
+
+static void
+switching_spans_never_mixes_stacks_and_ids(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1 };
+    uint8_t  trace[16], span_a[8], span_b[8];
+    fixture  fx;
+    size_t   i, na = 0, nb = 0;
+    uint64_t end;
+    sp_sampler *s;
+
+    (void)state;
+    memset(trace, 0x33, 16);
+    memset(span_a, 0xaa, 8);
+    memset(span_b, 0xbb, 8);
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    end = now_ns(CLOCK_MONOTONIC) + 1500000000ull;
+    while (now_ns(CLOCK_MONOTONIC) < end) {
+        sp_sampler_enter(s, trace, span_a);
+        burn_as_a(2);
+        sp_sampler_leave(s);
+        sp_sampler_enter(s, trace, span_b);
+        burn_as_b(2);
+        sp_sampler_leave(s);
+        burn_unattached(1);
+    }
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    for (i = 0; i < fx.count; i++) {
+        const got_sample *g = &fx.got[i];
+
+        assert_true(g->s.has_span);
+        assert_int_equal(frame_of(g, "burn_unattached"), -1);
+        if (g->s.span_id[0] == 0xaa) {
+            assert_int_equal(frame_of(g, "burn_as_b"), -1);
+            na += frame_of(g, "burn_as_a") >= 0;
+        } else {
+            assert_int_equal(g->s.span_id[0], 0xbb);
+            assert_int_equal(frame_of(g, "burn_as_a"), -1);
+            nb += frame_of(g, "burn_as_b") >= 0;
+        }
+    }
+    assert_true(na >= 10);
+    assert_true(nb >= 10);
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
+/* ---- continuous */
+
+typedef struct busy_thread {
+    atomic_bool *stop;
+    pid_t        tid;
+    bool         with_span;
+    sp_sampler  *sampler;
+} busy_thread;
+
+static void *
+run_busy_thread(void *arg)
+{
+    busy_thread *b = arg;
+    uint8_t      trace[16], span[8];
+
+    b->tid = (pid_t)syscall(SYS_gettid);
+    memset(trace, 0x44, 16);
+    memset(span, 0x55, 8);
+    if (b->with_span) {
+        sp_sampler_enter(b->sampler, trace, span);
+    }
+    while (!atomic_load(b->stop)) {
+        burn_unattached(5);
+    }
+    if (b->with_span) {
+        sp_sampler_leave(b->sampler);
+    }
+    return NULL;
+}
+
+static void
+continuous_covers_every_running_thread_but_its_own(void **state)
+{
+    sp_sampler_options o = { .continuous_interval_ms = 20 };
+    atomic_bool  stop = false;
+    busy_thread  b[4];
+    pthread_t    th[4];
+    fixture      fx;
+    size_t       i;
+    size_t       per[4] = { 0 };
+    int          k;
+    sp_sampler  *s;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    for (k = 0; k < 4; k++) {
+        b[k] = (busy_thread){ &stop, 0, k == 0, s };
+        assert_int_equal(pthread_create(&th[k], NULL, run_busy_thread, &b[k]),
+                         0);
+    }
+    usleep(600000);
+    atomic_store(&stop, true);
+    for (k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+    }
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    for (i = 0; i < fx.count; i++) {
+        const got_sample *g = &fx.got[i];
+
+        assert_int_equal(g->s.source, SP_SOURCE_CONTINUOUS);
+        assert_string_not_equal(g->s.thread_name, "spanprof-sample");
+        for (k = 0; k < 4; k++) {
+            if (g->s.tid == (uint32_t)b[k].tid) {
+                per[k]++;
+                /* Only the thread that works for a span carries it. */
+                assert_int_equal(g->s.has_span, k == 0);
+            }
+        }
+    }
+    for (k = 0; k < 4; k++) {
+        /* 30 rounds; on 2 CPUs a busy thread is not always running. */
+        assert_true(per[k] >= 3);
+    }
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
+/* ---- blocking calls in sampled threads */
+
+typedef struct blocker {
+    int          kind;
+    atomic_bool *stop;
+    sp_sampler  *sampler;
+    int          fd;
+    long         calls;
+    long         eintr;
+    long         errors;
+    int          last_errno;
+} blocker;
+
+enum { B_READ, B_POLL, B_EPOLL, B_NANOSLEEP, B_ACCEPT, B_IDLE, B_KINDS };
+
+static void *
+run_blocker(void *arg)
+{
+    blocker *b = arg;
+    uint8_t  trace[16], span[8];
+    char     c;
+    int      ep = -1, r;
+    struct pollfd pfd;
+    struct epoll_event ev;
+    struct timespec ts = { 0, 1000000 };
+
+    memset(trace, 0x66, 16);
+    memset(span, 0x77, 8);
+    if (b->kind != B_IDLE) {
+        sp_sampler_enter(b->sampler, trace, span);
+    }
+    if (b->kind == B_EPOLL) {
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        ev.events = EPOLLIN;
+        ev.data.fd = b->fd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, b->fd, &ev);
+    }
+    while (!atomic_load(b->stop)) {
+        errno = 0;
+        switch (b->kind) {
+        case B_READ:
+            r = (int)read(b->fd, &c, 1);
+            break;
+        case B_POLL:
+            pfd.fd = b->fd;
+            pfd.events = POLLIN;
+            r = poll(&pfd, 1, 5);
+            break;
+        case B_EPOLL:
+            r = epoll_wait(ep, &ev, 1, 5);
+            break;
+        case B_NANOSLEEP:
+        case B_IDLE:
+            r = nanosleep(&ts, NULL);
+            break;
+        default:
+            r = accept(b->fd, NULL, NULL);
+            if (r >= 0) {
+                close(r);
+            }
+            break;
+        }
+        b->calls++;
+        if (r < 0 && errno == EINTR) {
+            b->eintr++;
+        } else if (r < 0) {
+            b->errors++;
+            b->last_errno = errno;
+        }
+    }
+    if (b->kind != B_IDLE) {
+        sp_sampler_leave(b->sampler);
+    }
+    if (ep >= 0) {
+        close(ep);
+    }
+    return NULL;
+}
+
+static void
+run_blockers(const sp_sampler_options *o, blocker *b, size_t *idle_samples)
+{
+    atomic_bool stop = false;
+    pthread_t   th[B_KINDS];
+    int         pipe_r[2], pipe_p[2], pipe_e[2], lsock, k;
+    struct sockaddr_in sin;
+    socklen_t   len = sizeof(sin);
+    fixture     fx;
+    sp_sampler *s;
+    pid_t       idle_tid;
+
+    fx_open(&fx);
+    assert_int_equal(pipe(pipe_r), 0);
+    assert_int_equal(pipe(pipe_p), 0);
+    assert_int_equal(pipe(pipe_e), 0);
+    lsock = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lsock, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(listen(lsock, 8), 0);
+    getsockname(lsock, (struct sockaddr *)&sin, &len);
+
+    assert_int_equal(sp_sampler_create(o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    for (k = 0; k < B_KINDS; k++) {
+        b[k] = (blocker){ .kind = k, .stop = &stop, .sampler = s };
+        b[k].fd = k == B_READ ? pipe_r[0] : k == B_POLL ? pipe_p[0]
+                : k == B_EPOLL ? pipe_e[0] : lsock;
+        assert_int_equal(pthread_create(&th[k], NULL, run_blocker, &b[k]), 0);
+    }
+    /* Keep the CPU-time clock of this thread busy meanwhile. */
+    burn_unattached(2000);
+    atomic_store(&stop, true);
+    /* Wake the calls that wait without a timeout. */
+    assert_int_equal(write(pipe_r[1], "x", 1), 1);
+    {
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+
+        connect(c, (struct sockaddr *)&sin, sizeof(sin));
+        close(c);
+    }
+    for (k = 0; k < B_KINDS; k++) {
+        pthread_join(th[k], NULL);
+    }
+    idle_tid = 0;
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    *idle_samples = 0;
+    for (size_t i = 0; i < fx.count; i++) {
+        if (frame_of(&fx.got[i], "nanosleep") >= 0 && !fx.got[i].s.has_span) {
+            (*idle_samples)++;
+        }
+    }
+    (void)idle_tid;
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+    close(pipe_r[0]); close(pipe_r[1]);
+    close(pipe_p[0]); close(pipe_p[1]);
+    close(pipe_e[0]); close(pipe_e[1]);
+    close(lsock);
+}
+
+static void
+check_blockers(const blocker *b, bool only_restarting_calls_are_clean)
+{
+    int k;
+
+    for (k = 0; k < B_KINDS; k++) {
+        assert_true(b[k].calls > 0);
+        if (b[k].errors != 0 || b[k].eintr != 0) {
+            fprintf(stderr, "# call %d: %ld EINTR, %ld other errors "
+                    "(errno %d) in %ld calls\n", k, b[k].eintr, b[k].errors,
+                    b[k].last_errno, b[k].calls);
+        }
+        assert_int_equal(b[k].errors, 0);
+        if (!only_restarting_calls_are_clean
+            || k == B_READ || k == B_ACCEPT)
+        {
+            assert_int_equal(b[k].eintr, 0);
+        }
+    }
+}
+
+static void
+snapshot_on_cpu_time_interrupts_no_blocked_call(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1 };
+    blocker b[B_KINDS];
+    size_t  idle;
+
+    (void)state;
+    run_blockers(&o, b, &idle);
+    /* Timers on a thread's CPU-time clock never fire while it blocks. */
+    check_blockers(b, false);
+    /* The thread without a span took no sample and no signal. */
+    assert_int_equal(idle, 0);
+    assert_int_equal(b[B_IDLE].eintr, 0);
+}
+
+static void
+continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented(
+    void **state)
+{
+    sp_sampler_options cont = { .snapshot_interval_ms = 1,
+                                .continuous_interval_ms = 1 };
+    sp_sampler_options wall = { .snapshot_interval_ms = 1,
+                                .clock = SP_SAMPLER_CLOCK_WALL };
+    blocker b[B_KINDS];
+    size_t  idle;
+
+    (void)state;
+    /*
+     * The continuous sampler signals threads it saw running; one that
+     * blocks in the microseconds between can be interrupted. With
+     * SA_RESTART the kernel restarts read and accept; poll, epoll_wait
+     * and nanosleep it never restarts: README, "Sampling and EINTR".
+     */
+    run_blockers(&cont, b, &idle);
+    check_blockers(b, true);
+    /* Wall-clock snapshot timers interrupt the span's blocked thread. */
+    run_blockers(&wall, b, &idle);
+    check_blockers(b, true);
+    /* ... but never a thread that works for no span. */
+    assert_int_equal(b[B_IDLE].eintr, 0);
+    assert_int_equal(idle, 0);
+}
+
+/* ---- limits, coexistence, life cycle */
+
+static void
+deep_stacks_are_cut_and_flagged(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1, .max_depth = 16 };
+    uint8_t  trace[16], span[8];
+    fixture  fx;
+    size_t   i;
+    sp_sampler *s;
+
+    (void)state;
+    memset(trace, 1, 16);
+    memset(span, 2, 8);
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    sp_sampler_enter(s, trace, span);
+    deep_recursion(40, 200);
+    sp_sampler_leave(s);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    assert_true(fx.count > 5);
+    for (i = 0; i < fx.count; i++) {
+        assert_int_equal(fx.got[i].s.frame_count, 16);
+        assert_true(fx.got[i].s.truncated);
+    }
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
+static void
+on_foreign_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig; (void)si; (void)uc;
+}
+
+static void
+another_owner_of_the_signal_is_left_alone(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 10 };
+    struct sigaction   sa, now;
+    fixture            fx;
+    sp_sampler        *s;
+
+    (void)state;
+    fx_open(&fx);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_foreign_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGPROF, &sa, NULL);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_ERR_SIGNAL_BUSY);
+    sigaction(SIGPROF, NULL, &now);
+    assert_ptr_equal(now.sa_sigaction, on_foreign_signal);
+    sp_sampler_destroy(s);
+    sa.sa_flags = 0;
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGPROF, &sa, NULL);
+    fx_close(&fx);
+}
+
+static void
+start_and_stop_are_idempotent_and_leave_nothing(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 5,
+                             .continuous_interval_ms = 50 };
+    uint8_t  trace[16], span[8];
+    fixture  fx;
+    int      timers;
+    sp_sampler *s, *other;
+    sp_sampler_stats st;
+
+    (void)state;
+    memset(trace, 3, 16);
+    memset(span, 4, 8);
+    fx_open(&fx);
+    timers = posix_timers();
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &other), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    /* One sampler per process. */
+    assert_int_equal(sp_sampler_start(other), SP_ERR_INVALID);
+    sp_sampler_enter(s, trace, span);
+    burn_unattached(50);
+    assert_int_equal(posix_timers(), timers + 1);
+    sp_sampler_stop(s);
+    sp_sampler_stop(s);
+    assert_int_equal(posix_timers(), timers);
+    /* Calls after stop do nothing. */
+    sp_sampler_enter(s, trace, span);
+    assert_int_equal(posix_timers(), timers);
+    sp_sampler_leave(s);
+    sp_sampler_stats_get(s, &st);
+    assert_true(st.taken > 0);
+    /* Started again, it samples again. */
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    sp_sampler_enter(s, trace, span);
+    burn_unattached(50);
+    sp_sampler_leave(s);
+    sp_sampler_destroy(s);
+    sp_sampler_destroy(other);
+    assert_int_equal(posix_timers(), timers);
+    fx_close(&fx);
+}
+
+static void
+bad_options_are_refused(void **state)
+{
+    sp_sampler_options none = { 0 };
+    sp_sampler_options slow = { .snapshot_interval_ms = 4000000 };
+    fixture     fx;
+    sp_sampler *s;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&none, fx.ring, &s), SP_ERR_INVALID);
+    assert_int_equal(sp_sampler_create(&slow, fx.ring, &s), SP_ERR_INVALID);
+    assert_int_equal(sp_sampler_create(&slow, NULL, &s), SP_ERR_INVALID);
+    fx_close(&fx);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(snapshot_samples_carry_their_threads_span_and_stack),
+        cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
+        cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
+        cmocka_unit_test(snapshot_on_cpu_time_interrupts_no_blocked_call),
+        cmocka_unit_test(
+            continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
+        cmocka_unit_test(deep_stacks_are_cut_and_flagged),
+        cmocka_unit_test(another_owner_of_the_signal_is_left_alone),
+        cmocka_unit_test(start_and_stop_are_idempotent_and_leave_nothing),
+        cmocka_unit_test(bad_options_are_refused),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
