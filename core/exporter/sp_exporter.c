@@ -982,7 +982,8 @@ sp_exporter_counters_format(const sp_exporter_counters *c, char *buf,
         "counters: received=%llu samples=%llu spans=%llu objects=%llu "
         "exported=%llu held=%llu dropped.corrupt=%llu "
         "dropped.queue_full=%llu dropped.export_failed=%llu "
-        "dropped.too_large=%llu dropped.disabled=%llu ring.full=%llu "
+        "dropped.too_large=%llu dropped.disabled=%llu "
+        "dropped.shutdown=%llu ring.full=%llu "
         "ring.corrupt=%llu requests=%llu queue_bytes=%llu",
         (unsigned long long)c->received, (unsigned long long)c->samples,
         (unsigned long long)c->spans, (unsigned long long)c->objects,
@@ -992,6 +993,7 @@ sp_exporter_counters_format(const sp_exporter_counters *c, char *buf,
         (unsigned long long)c->dropped_export_failed,
         (unsigned long long)c->dropped_too_large,
         (unsigned long long)c->dropped_disabled,
+        (unsigned long long)c->dropped_shutdown,
         (unsigned long long)c->ring_full,
         (unsigned long long)c->ring_corrupt,
         (unsigned long long)c->requests,
@@ -1172,7 +1174,7 @@ sp_exporter_run(sp_exporter_loop *e)
     while (e->head != NULL) {
         sp_item *it = e->head;
         e->head = it->next;
-        sp_item_drop_locked(e, it, &e->shared.dropped_disabled);
+        sp_item_drop_locked(e, it, &e->shared.dropped_shutdown);
     }
     e->tail = NULL;
     pthread_mutex_unlock(&e->lock);

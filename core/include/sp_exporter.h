@@ -90,7 +90,8 @@ typedef struct sp_exporter_counters {
     uint64_t dropped_queue_full;/* evicted for newer data */
     uint64_t dropped_export_failed; /* refused with a final status */
     uint64_t dropped_too_large; /* could not be encoded within a bound */
-    uint64_t dropped_disabled;  /* exporter "none", or shutdown left */
+    uint64_t dropped_disabled;  /* the signal's exporter is "none" */
+    uint64_t dropped_shutdown;  /* still unsent when the stop timed out */
     uint64_t ring_full;         /* dropped by writers: rings full */
     uint64_t ring_corrupt;      /* damaged ring headers skipped */
     uint64_t requests;          /* requests exported */
@@ -124,7 +125,7 @@ SP_API size_t sp_exporter_step(sp_exporter_loop *e);
  * Claims, then steps until sp_exporter_stop, sleeping briefly when the
  * rings are empty; then drains once more, queues everything held and
  * gives the sender up to OTEL_EXPORTER_OTLP_TIMEOUT to send it (what is
- * left is counted dropped_disabled). Logs the counters every
+ * left is counted dropped_shutdown). Logs the counters every
  * counters_interval_ms and at the end.
  */
 SP_API sp_status sp_exporter_run(sp_exporter_loop *e);
