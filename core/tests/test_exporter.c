@@ -1,0 +1,293 @@
+/*
+ * The exporter loop on an in-memory region with the console exporter and a
+ * fake clock: what is drained, when it is sent, how it is counted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "sp_test.h"
+#include "sp_config.h"
+#include "sp_exporter.h"
+#include "sp_otlp_json.h"
+#include "sp_record.h"
+#include "sp_ring.h"
+
+typedef struct fixture {
+    void             *mem;
+    size_t            size;
+    sp_region        *region;
+    sp_ring          *ring;
+    sp_config        *config;
+    sp_exporter_loop *e;
+    uint64_t          now;
+    char              path[64];
+} fixture;
+
+static const char *const *test_env;
+
+static const char *
+env(void *ctx, const char *name)
+{
+    (void)ctx;
+    for (size_t i = 0; test_env != NULL && test_env[i] != NULL; i += 2) {
+        if (strcmp(test_env[i], name) == 0) {
+            return test_env[i + 1];
+        }
+    }
+    return NULL;
+}
+
+static uint64_t
+fake_now(void *ctx)
+{
+    return ((fixture *)ctx)->now;
+}
+
+static void
+setup_with(fixture *f, const char *const *vars)
+{
+    sp_exporter_options o;
+    char                err[256];
+    int                 fd;
+
+    memset(f, 0, sizeof(*f));
+    f->size = sp_region_size(2, 1 << 16);
+    assert_int_equal(posix_memalign(&f->mem, 64, f->size), 0);
+    assert_int_equal(sp_region_init(f->mem, f->size, 2, 1 << 16), SP_OK);
+    assert_int_equal(sp_region_attach(f->mem, f->size, &f->region), SP_OK);
+    f->ring = sp_region_claim(f->region, (uint32_t)getpid());
+    assert_non_null(f->ring);
+
+    test_env = vars;
+    f->config = sp_config_create(SP_SERVER_NGINX);
+    sp_config_complete(f->config, env, NULL, NULL, NULL);
+
+    snprintf(f->path, sizeof(f->path), "/tmp/sp-test-exporter-XXXXXX");
+    fd = mkstemp(f->path);
+    assert_true(fd >= 0);
+    close(fd);
+
+    memset(&o, 0, sizeof(o));
+    o.config = f->config;
+    o.region = f->region;
+    o.server = "nginx";
+    o.console_path = f->path;
+    o.pid = (uint32_t)getpid() + 1;     /* not the writer */
+    o.debug_dirs = "";
+    o.now_ms = fake_now;
+    o.clock_ctx = f;
+    f->now = 1000;
+    assert_int_equal(sp_exporter_create(&o, &f->e, err, sizeof(err)), SP_OK);
+}
+
+static void
+teardown(fixture *f)
+{
+    sp_exporter_destroy(f->e);
+    sp_config_destroy(f->config);
+    sp_region_detach(f->region);
+    free(f->mem);
+    unlink(f->path);
+}
+
+static char *
+console_text(const fixture *f)
+{
+    static char text[1 << 20];
+    FILE       *fp = fopen(f->path, "r");
+    size_t      n;
+
+    assert_non_null(fp);
+    n = fread(text, 1, sizeof(text) - 1, fp);
+    text[n] = '\0';
+    fclose(fp);
+    return text;
+}
+
+static void
+write_sample(fixture *f, uint8_t source)
+{
+    static const uint64_t frames[2] = { 0x1000, 0x2000 };
+    uint64_t  buf[64];
+    sp_sample s;
+
+    memset(&s, 0, sizeof(s));
+    s.time_ns = 1700000000000000000ull;
+    s.pid = 4242;
+    s.tid = 7;
+    s.source = source;
+    s.state = SP_THREAD_RUNNING;
+    s.frame_count = 2;
+    s.frames = frames;
+    sp_sample_encode(buf, &s);
+    assert_int_equal(sp_ring_write(f->ring, SP_RECORD_SAMPLE, buf,
+                                   sp_sample_size(2)), SP_OK);
+}
+
+static void
+write_span(fixture *f, uint8_t n)
+{
+    uint64_t       buf[64];
+    sp_span_record s;
+
+    memset(&s, 0, sizeof(s));
+    s.trace_id[0] = 0xab;
+    s.span_id[7] = n;
+    s.kind = SP_SPAN_KIND_SERVER;
+    s.pid = 4242;
+    s.start_ns = 1;
+    s.end_ns = 2;
+    s.name = "GET";
+    s.name_len = 3;
+    sp_span_encode(buf, &s, NULL, 0);
+    assert_int_equal(sp_ring_write(f->ring, SP_RECORD_SPAN, buf,
+                                   sp_span_size(&s, NULL, 0)), SP_OK);
+}
+
+static size_t
+count(const char *text, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = strstr(text, needle); p != NULL;
+         p = strstr(p + 1, needle))
+    {
+        n++;
+    }
+    return n;
+}
+
+static void
+profiles_wait_for_the_export_interval(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "console", "OTEL_TRACES_EXPORTER", "console",
+        "SPLUNK_PROFILER_EXPORT_INTERVAL", "500", NULL };
+    sp_exporter_counters c;
+    fixture f;
+
+    (void)state;
+    setup_with(&f, vars);
+    write_sample(&f, SP_SOURCE_SNAPSHOT);
+    write_sample(&f, SP_SOURCE_SNAPSHOT);
+    write_sample(&f, SP_SOURCE_CONTINUOUS);
+    assert_int_equal(sp_exporter_step(f.e), 3);
+    assert_true(sp_exporter_wait_idle(f.e, 5000));
+    assert_string_equal(console_text(&f), "");
+    sp_exporter_counters_get(f.e, &c);
+    assert_int_equal(c.held, 3);
+
+    f.now += 500;
+    sp_exporter_step(f.e);
+    assert_true(sp_exporter_wait_idle(f.e, 5000));
+    /* One record per (worker, source), in one request. */
+    assert_int_equal(count(console_text(&f), "\"resourceLogs\""), 1);
+    assert_int_equal(count(console_text(&f), "\"logRecords\""), 1);
+    assert_int_equal(count(console_text(&f), "\"stringValue\":\"snapshot\""),
+                     1);
+    assert_int_equal(count(console_text(&f),
+                           "\"stringValue\":\"continuous\""), 1);
+    assert_non_null(strstr(console_text(&f),
+        "{\"key\":\"process.pid\",\"value\":{\"intValue\":\"4242\"}}"));
+    sp_exporter_counters_get(f.e, &c);
+    assert_int_equal(c.received, 3);
+    assert_int_equal(c.exported, 3);
+    assert_int_equal(c.held, 0);
+    assert_int_equal(c.requests, 1);
+    teardown(&f);
+}
+
+static void
+spans_go_in_batches_or_after_the_delay(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "console", "OTEL_TRACES_EXPORTER", "console",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2", "OTEL_BSP_SCHEDULE_DELAY",
+        "300", NULL };
+    sp_exporter_counters c;
+    fixture f;
+
+    (void)state;
+    setup_with(&f, vars);
+    write_span(&f, 1);
+    write_span(&f, 2);
+    write_span(&f, 3);
+    sp_exporter_step(f.e);
+    assert_true(sp_exporter_wait_idle(f.e, 5000));
+    /* A full batch at once; the third waits for the delay. */
+    assert_int_equal(count(console_text(&f), "\"resourceSpans\""), 1);
+    assert_int_equal(count(console_text(&f), "\"spanId\""), 2);
+    f.now += 300;
+    sp_exporter_step(f.e);
+    assert_true(sp_exporter_wait_idle(f.e, 5000));
+    assert_int_equal(count(console_text(&f), "\"spanId\""), 3);
+    assert_non_null(strstr(console_text(&f),
+        "\"traceId\":\"ab000000000000000000000000000000\""));
+    assert_non_null(strstr(console_text(&f), "\"kind\":2"));
+    sp_exporter_counters_get(f.e, &c);
+    assert_int_equal(c.exported, 3);
+    assert_int_equal(c.requests, 2);
+    teardown(&f);
+}
+
+static void
+none_and_corrupt_records_are_counted(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "console",
+        NULL };
+    sp_exporter_counters c;
+    uint8_t garbage[64];
+    fixture f;
+
+    (void)state;
+    setup_with(&f, vars);
+    memset(garbage, 0xff, sizeof(garbage));
+    write_sample(&f, SP_SOURCE_SNAPSHOT);
+    assert_int_equal(sp_ring_write(f.ring, SP_RECORD_SPAN, garbage,
+                                   sizeof(garbage)), SP_OK);
+    assert_int_equal(sp_ring_write(f.ring, SP_RECORD_SAMPLE, garbage,
+                                   sizeof(garbage)), SP_OK);
+    sp_exporter_step(f.e);
+    sp_exporter_flush(f.e);
+    assert_true(sp_exporter_wait_idle(f.e, 5000));
+    sp_exporter_counters_get(f.e, &c);
+    assert_int_equal(c.received, 3);
+    assert_int_equal(c.dropped_corrupt, 2);
+    assert_int_equal(c.dropped_disabled, 1);
+    assert_int_equal(c.received, c.exported + c.dropped_corrupt
+                     + c.dropped_disabled + c.held);
+    assert_string_equal(console_text(&f), "");
+    teardown(&f);
+}
+
+static void
+json_escapes_and_rejects_garbage(void **state)
+{
+    sp_buf  out = SP_BUF_INIT(0);
+    uint8_t bad[] = { 0x0a, 0x05, 0xff };
+
+    (void)state;
+    assert_int_equal(sp_otlp_json_append(&out, SP_OTLP_SIGNAL_LOGS, bad,
+                                         sizeof(bad)), SP_ERR_INVALID);
+    assert_int_equal(out.len, 0);
+    assert_int_equal(sp_otlp_json_append(&out, SP_OTLP_SIGNAL_TRACES, "", 0),
+                     SP_OK);
+    assert_int_equal(out.len, 3);
+    assert_memory_equal(out.data, "{}\n", 3);
+    sp_buf_free(&out);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(profiles_wait_for_the_export_interval),
+        cmocka_unit_test(spans_go_in_batches_or_after_the_delay),
+        cmocka_unit_test(none_and_corrupt_records_are_counted),
+        cmocka_unit_test(json_escapes_and_rejects_garbage),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
