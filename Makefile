@@ -59,7 +59,7 @@ FUZZ_BINS   := $(FUZZ_SRCS:core/fuzz/%.c=$(BUILD)/fuzz/%)
 NGX_MODULE  := $(BUILD)/ngx_http_spanprof_module.so
 HTTPD_MODULE := $(BUILD)/mod_spanprof.so
 
-.PHONY: all deps build core modules test unit unit-asan fuzz prove clean
+.PHONY: all deps build core modules test unit unit-asan fuzz prove clean bench-build
 
 # Generated sources stay after a build; make would otherwise delete them as
 # intermediates and regenerate them under a concurrent build.
@@ -181,6 +181,17 @@ $(BUILD)/fuzz/%: core/fuzz/%.c $(FUZZO_LIB) $(CORE_HDRS) $(PROTO_H)
 	$(CLANG) $(SAN_CFLAGS) -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all $< $(FUZZO_LIB) $(EXPORT_LIBS) $(CORE_LIBS) \
 	    -o $@
+
+# --- benchmarks (run by hand: bench/README.md)
+
+BENCH_SRCS  := $(sort $(wildcard bench/*_bench.c))
+BENCH_BINS  := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+$(BUILD)/bench/sampler_bench: bench/sampler_bench.c $(CORE_LIB) $(CORE_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) $< $(CORE_LIB) $(CORE_LIBS) -lpthread -o $@
+
+bench-build: $(BENCH_BINS)
 
 unit: $(TEST_BINS)
 	@tools/run-unit.sh "unit" $(TEST_BINS)
