@@ -1,0 +1,103 @@
+/*
+ * The entry span of a request, independent of the server: what the
+ * adapters of both servers do with the incoming trace headers, and the
+ * span record they write when the request ends.
+ *
+ *   sp_entry_begin()    from traceparent / tracestate / baggage and the
+ *                       configuration: the span's ids and parent, whether
+ *                       it is recorded (OTEL_TRACES_SAMPLER), whether the
+ *                       trace is selected for snapshot profiling (SPEC 3),
+ *                       and the header values to send upstream
+ *   sp_entry_finish()   the span record (SPEC 2: name, attributes,
+ *                       status) into the worker's ring
+ *
+ * Malformed input never fails: an invalid traceparent starts a new trace
+ * (and drops tracestate), malformed baggage members are dropped.
+ */
+#ifndef SP_ENTRY_H
+#define SP_ENTRY_H
+
+#include "sp_common.h"
+#include "sp_config.h"
+#include "sp_ids.h"
+#include "sp_ring.h"
+#include "sp_selection.h"
+#include "sp_tracecontext.h"
+
+/* What an entry span needs of the configuration, read once per process. */
+typedef struct sp_entry_policy {
+    uint32_t sampler;           /* sp_config's SP_SAMPLER_* */
+    double   sampler_ratio;     /* OTEL_TRACES_SAMPLER_ARG */
+    uint32_t propagators;       /* SP_PROPAGATOR_* bits */
+    bool     snapshot_enabled;  /* SPLUNK_SNAPSHOT_PROFILER_ENABLED */
+    uint32_t selection_threshold;
+} sp_entry_policy;
+
+SP_API void sp_entry_policy_from_config(const sp_config *c,
+                                        sp_entry_policy *out);
+
+/* Incoming header values; NULL (or len 0) when absent. */
+typedef struct sp_entry_headers {
+    const char *traceparent;
+    size_t      traceparent_len;
+    const char *tracestate;
+    size_t      tracestate_len;
+    const char *baggage;
+    size_t      baggage_len;
+} sp_entry_headers;
+
+typedef struct sp_entry {
+    sp_span_context ctx;            /* this span; flags: sampled iff
+                                       recorded */
+    uint8_t         parent_span_id[SP_SPAN_ID_SIZE]; /* zero: root */
+    bool            remote_parent;
+    bool            recorded;
+    sp_selection    selection;      /* selection.profiled: sample it */
+    uint64_t        start_ns;       /* CLOCK_REALTIME */
+    /* Header values to send upstream, NUL-terminated; tracestate and
+     * baggage point into the scratch given to sp_entry_begin (copy them
+     * before it is reused) and are NULL when there is nothing to send. */
+    char            traceparent[SP_TRACEPARENT_SIZE];
+    const char     *tracestate;
+    size_t          tracestate_len;
+    const char     *baggage;
+    size_t          baggage_len;
+} sp_entry;
+
+/* Scratch bytes sp_entry_begin may use: tracestate + baggage + NULs. */
+#define SP_ENTRY_SCRATCH_SIZE (SP_TRACESTATE_MAX_LEN + 8192 + 2)
+
+SP_API void sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
+    const sp_entry_headers *in, char *scratch, size_t scratch_size,
+    sp_entry *out);
+
+/* What the server knows of the request when it ends. Strings may be NULL
+ * (attribute left out); lengths as given. */
+typedef struct sp_entry_http {
+    const char *method;     size_t method_len;
+    const char *route;      size_t route_len;   /* low-cardinality */
+    const char *path;       size_t path_len;
+    const char *query;      size_t query_len;
+    const char *scheme;     size_t scheme_len;
+    const char *server_address; size_t server_address_len;
+    int64_t     server_port;                    /* 0: left out */
+    const char *client_address; size_t client_address_len;
+    const char *peer_address;   size_t peer_address_len;
+    const char *protocol_version; size_t protocol_version_len; /* "1.1" */
+    const char *user_agent; size_t user_agent_len;
+    int64_t     status;                         /* 0: left out */
+    uint32_t    pid;
+    uint64_t    end_ns;                         /* 0: now */
+} sp_entry_http;
+
+/*
+ * Writes the span record of a recorded entry into ring: name
+ * "{method} {route}" or "{method}", kind SERVER, status ERROR for 5xx,
+ * SPEC 2's attributes and splunk.snapshot.profiling=true when profiled.
+ * SP_OK; SP_ERR_NOT_FOUND for a span that is not recorded (nothing
+ * written); SP_ERR_NOMEM when the ring had no room (counted there).
+ */
+SP_API sp_status sp_entry_finish(const sp_entry *e, const sp_entry_http *h,
+                                 sp_ring *ring);
+
+#endif

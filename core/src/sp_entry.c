@@ -1,0 +1,257 @@
+/*
+ * Entry spans; see sp_entry.h.
+ */
+#include "sp_entry.h"
+#include "sp_baggage.h"
+#include "sp_record.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define SP_ENTRY_MAX_ATTRS 16
+
+static uint64_t
+sp_realtime_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void
+sp_entry_policy_from_config(const sp_config *c, sp_entry_policy *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->sampler = (uint32_t)sp_config_integer(c, SP_SETTING_TRACES_SAMPLER);
+    out->sampler_ratio = sp_config_number(c, SP_SETTING_TRACES_SAMPLER_ARG);
+    out->propagators = (uint32_t)sp_config_integer(c,
+                                                   SP_SETTING_PROPAGATORS);
+    out->snapshot_enabled = sp_config_flag(c,
+        SP_SETTING_SNAPSHOT_PROFILER_ENABLED);
+    out->selection_threshold = sp_selection_threshold(
+        sp_config_number(c, SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY));
+}
+
+/* OpenTelemetry's TraceIdRatioBased: the trace id's low 63 bits against
+ * ratio * 2^63. */
+static bool
+sp_ratio_samples(const uint8_t trace_id[16], double ratio)
+{
+    uint64_t v = 0;
+    int      i;
+
+    if (ratio >= 1.0) {
+        return true;
+    }
+    if (!(ratio > 0.0)) {
+        return false;
+    }
+    for (i = 8; i < 16; i++) {
+        v = v << 8 | trace_id[i];
+    }
+    v &= 0x7fffffffffffffffull;
+    return (double)v < ratio * 9223372036854775808.0;
+}
+
+static bool
+sp_recorded(const sp_entry_policy *p, const sp_entry *e)
+{
+    bool parent = e->remote_parent;
+    bool parent_sampled = (e->ctx.trace_flags & SP_TRACE_FLAG_SAMPLED) != 0;
+
+    switch (p->sampler) {
+    case SP_SAMPLER_ALWAYS_ON:
+        return true;
+    case SP_SAMPLER_ALWAYS_OFF:
+        return false;
+    case SP_SAMPLER_TRACEIDRATIO:
+        return sp_ratio_samples(e->ctx.trace_id, p->sampler_ratio);
+    case SP_SAMPLER_PARENTBASED_ALWAYS_OFF:
+        return parent && parent_sampled;
+    case SP_SAMPLER_PARENTBASED_TRACEIDRATIO:
+        return parent ? parent_sampled
+                      : sp_ratio_samples(e->ctx.trace_id, p->sampler_ratio);
+    case SP_SAMPLER_PARENTBASED_ALWAYS_ON:
+    default:
+        return parent ? parent_sampled : true;
+    }
+}
+
+void
+sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
+               const sp_entry_headers *in, char *scratch, size_t scratch_size,
+               sp_entry *out)
+{
+    sp_span_context   parent;
+    sp_tracestate     ts;
+    sp_baggage        bag;
+    sp_baggage_counts counts;
+    size_t            used = 0, n;
+    bool              tracecontext, baggage_on;
+
+    memset(out, 0, sizeof(*out));
+    out->start_ns = sp_realtime_ns();
+    tracecontext = (p->propagators & SP_PROPAGATOR_TRACECONTEXT) != 0;
+    baggage_on = (p->propagators & SP_PROPAGATOR_BAGGAGE) != 0;
+
+    if (tracecontext && in->traceparent != NULL && in->traceparent_len > 0
+        && sp_traceparent_parse(in->traceparent, in->traceparent_len,
+                                &parent) == SP_TRACEPARENT_OK)
+    {
+        out->remote_parent = true;
+        memcpy(out->ctx.trace_id, parent.trace_id, SP_TRACE_ID_SIZE);
+        memcpy(out->parent_span_id, parent.span_id, SP_SPAN_ID_SIZE);
+        out->ctx.trace_flags = parent.trace_flags;
+    } else {
+        sp_idgen_trace_id(ids, out->ctx.trace_id);
+    }
+    sp_idgen_span_id(ids, out->ctx.span_id);
+    out->recorded = sp_recorded(p, out);
+    out->ctx.trace_flags = out->recorded ? SP_TRACE_FLAG_SAMPLED : 0;
+    sp_traceparent_format(&out->ctx, out->traceparent);
+
+    /* tracestate travels only with the traceparent it came with. */
+    if (out->remote_parent && in->tracestate != NULL
+        && in->tracestate_len > 0
+        && sp_tracestate_parse(in->tracestate, in->tracestate_len, &ts)
+           == SP_TRACESTATE_OK
+        && ts.count > 0)
+    {
+        n = sp_tracestate_format(&ts, in->tracestate, scratch, scratch_size);
+        if (n > 0 && n < scratch_size) {
+            out->tracestate = scratch;
+            out->tracestate_len = n;
+            used = n + 1;
+        }
+    }
+
+    sp_baggage_init(&bag);
+    if (baggage_on && in->baggage != NULL && in->baggage_len > 0) {
+        sp_baggage_parse(&bag, in->baggage, in->baggage_len, &counts);
+    }
+    if (p->snapshot_enabled) {
+        sp_selection_decide(baggage_on ? &bag : NULL, out->ctx.trace_id,
+                            p->selection_threshold, out->recorded,
+                            &out->selection);
+    }
+    if (baggage_on && sp_baggage_count(&bag) > 0 && used < scratch_size
+        && sp_baggage_serialize(&bag, scratch + used, scratch_size - used,
+                                &n) == SP_OK
+        && n > 0)
+    {
+        out->baggage = scratch + used;
+        out->baggage_len = n;
+    }
+}
+
+static void
+sp_attr_string(sp_span_attr *a, uint16_t *n, const char *key,
+               const char *v, size_t len)
+{
+    if (v == NULL || len == 0 || *n >= SP_ENTRY_MAX_ATTRS) {
+        return;
+    }
+    a[*n].key = key;
+    a[*n].key_len = strlen(key);
+    a[*n].type = SP_VALUE_STRING;
+    a[*n].str = v;
+    a[*n].str_len = len > SP_SPAN_STRING_MAX ? SP_SPAN_STRING_MAX : len;
+    (*n)++;
+}
+
+static void
+sp_attr_int(sp_span_attr *a, uint16_t *n, const char *key, int64_t v,
+            uint8_t type)
+{
+    if (*n >= SP_ENTRY_MAX_ATTRS) {
+        return;
+    }
+    memset(&a[*n], 0, sizeof(a[*n]));
+    a[*n].key = key;
+    a[*n].key_len = strlen(key);
+    a[*n].type = type;
+    a[*n].integer = v;
+    (*n)++;
+}
+
+sp_status
+sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
+{
+    sp_span_attr   attrs[SP_ENTRY_MAX_ATTRS];
+    sp_span_record rec;
+    sp_ring_token  tok;
+    char           name[SP_SPAN_STRING_MAX];
+    uint16_t       n = 0;
+    size_t         size;
+    void          *dst;
+    int            len;
+
+    if (!e->recorded) {
+        return SP_ERR_NOT_FOUND;
+    }
+    if (h->route != NULL && h->route_len > 0) {
+        len = snprintf(name, sizeof(name), "%.*s %.*s", (int)h->method_len,
+                       h->method, (int)h->route_len, h->route);
+    } else {
+        len = snprintf(name, sizeof(name), "%.*s", (int)h->method_len,
+                       h->method != NULL ? h->method : "");
+    }
+    if (len < 0) {
+        len = 0;
+    } else if ((size_t)len >= sizeof(name)) {
+        len = (int)sizeof(name) - 1;
+    }
+
+    sp_attr_string(attrs, &n, "http.request.method", h->method,
+                   h->method_len);
+    sp_attr_string(attrs, &n, "url.path", h->path, h->path_len);
+    sp_attr_string(attrs, &n, "url.query", h->query, h->query_len);
+    sp_attr_string(attrs, &n, "url.scheme", h->scheme, h->scheme_len);
+    if (h->status > 0) {
+        sp_attr_int(attrs, &n, "http.response.status_code", h->status,
+                    SP_VALUE_INT);
+    }
+    sp_attr_string(attrs, &n, "http.route", h->route, h->route_len);
+    sp_attr_string(attrs, &n, "server.address", h->server_address,
+                   h->server_address_len);
+    if (h->server_port > 0) {
+        sp_attr_int(attrs, &n, "server.port", h->server_port, SP_VALUE_INT);
+    }
+    sp_attr_string(attrs, &n, "client.address", h->client_address,
+                   h->client_address_len);
+    sp_attr_string(attrs, &n, "network.peer.address", h->peer_address,
+                   h->peer_address_len);
+    sp_attr_string(attrs, &n, "network.protocol.version",
+                   h->protocol_version, h->protocol_version_len);
+    sp_attr_string(attrs, &n, "user_agent.original", h->user_agent,
+                   h->user_agent_len);
+    if (e->selection.profiled) {
+        sp_attr_int(attrs, &n, "splunk.snapshot.profiling", 1,
+                    SP_VALUE_BOOL);
+    }
+
+    memset(&rec, 0, sizeof(rec));
+    memcpy(rec.trace_id, e->ctx.trace_id, 16);
+    memcpy(rec.span_id, e->ctx.span_id, 8);
+    memcpy(rec.parent_span_id, e->parent_span_id, 8);
+    rec.trace_flags = e->ctx.trace_flags;
+    rec.kind = SP_SPAN_KIND_SERVER;
+    rec.status_code = h->status >= 500 ? SP_STATUS_ERROR : SP_STATUS_UNSET;
+    rec.pid = h->pid;
+    rec.start_ns = e->start_ns;
+    rec.end_ns = h->end_ns != 0 ? h->end_ns : sp_realtime_ns();
+    rec.name = name;
+    rec.name_len = (size_t)len;
+    rec.tracestate = e->tracestate;
+    rec.tracestate_len = e->tracestate != NULL ? e->tracestate_len : 0;
+
+    size = sp_span_size(&rec, attrs, n);
+    dst = sp_ring_reserve(ring, SP_RECORD_SPAN, size, &tok);
+    if (dst == NULL) {
+        return SP_ERR_NOMEM;
+    }
+    sp_ring_commit(ring, &tok, sp_span_encode(dst, &rec, attrs, n));
+    return SP_OK;
+}

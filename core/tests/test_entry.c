@@ -1,0 +1,213 @@
+/*
+ * Entry spans from incoming headers, and their records.
+ */
+#include <stdlib.h>
+
+#include "sp_test.h"
+#include "sp_entry.h"
+#include "sp_record.h"
+
+static char scratch[SP_ENTRY_SCRATCH_SIZE];
+
+static sp_entry_policy
+policy(uint32_t sampler, bool snapshot, double probability)
+{
+    sp_entry_policy p;
+
+    memset(&p, 0, sizeof(p));
+    p.sampler = sampler;
+    p.sampler_ratio = 1.0;
+    p.propagators = SP_PROPAGATOR_TRACECONTEXT | SP_PROPAGATOR_BAGGAGE;
+    p.snapshot_enabled = snapshot;
+    p.selection_threshold = sp_selection_threshold(probability);
+    return p;
+}
+
+static sp_entry
+begin(const sp_entry_policy *p, const char *tp, const char *ts,
+      const char *bg)
+{
+    sp_entry_headers h = {
+        tp, tp ? strlen(tp) : 0, ts, ts ? strlen(ts) : 0,
+        bg, bg ? strlen(bg) : 0 };
+    sp_idgen *ids = sp_idgen_create();
+    sp_entry  e;
+
+    assert_non_null(ids);
+    sp_entry_begin(p, ids, &h, scratch, sizeof(scratch), &e);
+    sp_idgen_destroy(ids);
+    return e;
+}
+
+static void
+valid_parent_continues_the_trace(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_PARENTBASED_ALWAYS_ON, true, 0.01);
+    sp_entry e;
+
+    (void)state;
+    e = begin(&p, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+              "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE", "a=1");
+    assert_true(e.remote_parent);
+    assert_true(e.recorded);
+    assert_memory_equal(e.parent_span_id,
+                        "\xb7\xad\x6b\x71\x69\x20\x33\x31", 8);
+    assert_int_equal(strncmp(e.traceparent,
+                     "00-0af7651916cd43dd8448eb211c80319c-", 36), 0);
+    assert_int_equal(strcmp(e.traceparent + 52, "-01"), 0);
+    assert_string_equal(e.tracestate, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
+    /* No snapshot entry: decided here and added. */
+    assert_non_null(e.baggage);
+    assert_non_null(strstr(e.baggage, "a=1"));
+    assert_non_null(strstr(e.baggage, "splunk.trace.snapshot.volume="));
+}
+
+static void
+unsampled_parent_is_not_recorded_nor_profiled(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_PARENTBASED_ALWAYS_ON, true, 0.1);
+    sp_entry e;
+
+    (void)state;
+    e = begin(&p, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+              NULL, "splunk.trace.snapshot.volume=highest");
+    assert_false(e.recorded);
+    assert_true(e.selection.selected);
+    assert_false(e.selection.profiled);
+    assert_string_equal(e.traceparent + 52, "-00");
+}
+
+static void
+invalid_parent_starts_a_new_trace_and_drops_tracestate(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_PARENTBASED_ALWAYS_ON, true, 0.1);
+    sp_entry e;
+
+    (void)state;
+    e = begin(&p, "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+              "rojo=1", NULL);
+    assert_false(e.remote_parent);
+    assert_true(e.recorded);
+    assert_null(e.tracestate);
+    assert_memory_equal(e.parent_span_id, "\0\0\0\0\0\0\0\0", 8);
+    assert_true(sp_trace_id_is_valid(e.ctx.trace_id));
+}
+
+static void
+received_volume_decides_and_is_kept(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, true, 0.01);
+    sp_entry e;
+
+    (void)state;
+    e = begin(&p, NULL, NULL, "splunk.trace.snapshot.volume=highest,b=2");
+    assert_true(e.selection.profiled);
+    assert_string_equal(e.baggage, "splunk.trace.snapshot.volume=highest,b=2");
+    e = begin(&p, NULL, NULL, "splunk.trace.snapshot.volume=loud");
+    assert_false(e.selection.selected);
+    assert_string_equal(e.baggage, "splunk.trace.snapshot.volume=loud");
+    /* Snapshot profiling off: baggage passes through untouched. */
+    p.snapshot_enabled = false;
+    e = begin(&p, NULL, NULL, "b=2");
+    assert_false(e.selection.profiled);
+    assert_string_equal(e.baggage, "b=2");
+}
+
+static void
+samplers_decide_recording(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_OFF, true, 0.1);
+    sp_entry e;
+    int      i, recorded = 0;
+
+    (void)state;
+    e = begin(&p, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+              NULL, NULL);
+    assert_false(e.recorded);
+    p = policy(SP_SAMPLER_TRACEIDRATIO, false, 0.1);
+    p.sampler_ratio = 0.25;
+    for (i = 0; i < 4000; i++) {
+        recorded += begin(&p, NULL, NULL, NULL).recorded;
+    }
+    /* 1000 expected; 6 standard deviations (27) either way. */
+    assert_true(recorded > 838 && recorded < 1162);
+}
+
+static void
+finished_span_record_carries_spec_attributes(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, true, 0.1);
+    sp_entry        e;
+    sp_entry_http   h;
+    sp_record_view  v;
+    sp_span_record  rec;
+    sp_span_attr    a;
+    void           *mem;
+    sp_region      *region;
+    sp_ring        *ring;
+    size_t          size = sp_region_size(1, 65536);
+    uint16_t        i;
+    bool            seen_profiling = false, seen_status = false;
+
+    (void)state;
+    mem = aligned_alloc(64, size);
+    assert_int_equal(sp_region_init(mem, size, 1, 65536), SP_OK);
+    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
+    ring = sp_region_claim(region, 1234);
+    assert_non_null(ring);
+
+    e = begin(&p, NULL, NULL, "splunk.trace.snapshot.volume=highest");
+    memset(&h, 0, sizeof(h));
+    h.method = "GET"; h.method_len = 3;
+    h.route = "/api"; h.route_len = 4;
+    h.path = "/api/x"; h.path_len = 6;
+    h.scheme = "http"; h.scheme_len = 4;
+    h.status = 503;
+    h.server_port = 8080;
+    h.pid = 1234;
+    assert_int_equal(sp_entry_finish(&e, &h, ring), SP_OK);
+    assert_int_equal(sp_ring_read(ring, &v), SP_OK);
+    assert_int_equal(v.type, SP_RECORD_SPAN);
+    assert_int_equal(sp_span_decode(v.body, v.len, &rec), SP_OK);
+    assert_int_equal(rec.name_len, 8);
+    assert_memory_equal(rec.name, "GET /api", 8);
+    assert_int_equal(rec.kind, SP_SPAN_KIND_SERVER);
+    assert_int_equal(rec.status_code, SP_STATUS_ERROR);
+    assert_memory_equal(rec.span_id, e.ctx.span_id, 8);
+    for (i = 0; i < rec.attr_count; i++) {
+        assert_int_equal(sp_span_attr_at(&rec, i, &a), SP_OK);
+        if (a.key_len == 25
+            && memcmp(a.key, "splunk.snapshot.profiling", 25) == 0)
+        {
+            seen_profiling = a.type == SP_VALUE_BOOL && a.integer == 1;
+        }
+        if (a.key_len == 25
+            && memcmp(a.key, "http.response.status_code", 25) == 0)
+        {
+            seen_status = a.type == SP_VALUE_INT && a.integer == 503;
+        }
+    }
+    assert_true(seen_profiling);
+    assert_true(seen_status);
+    /* Not recorded: nothing written. */
+    e.recorded = false;
+    assert_int_equal(sp_entry_finish(&e, &h, ring), SP_ERR_NOT_FOUND);
+    sp_region_detach(region);
+    free(mem);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(valid_parent_continues_the_trace),
+        cmocka_unit_test(unsampled_parent_is_not_recorded_nor_profiled),
+        cmocka_unit_test(
+            invalid_parent_starts_a_new_trace_and_drops_tracestate),
+        cmocka_unit_test(received_volume_decides_and_is_kept),
+        cmocka_unit_test(samplers_decide_recording),
+        cmocka_unit_test(finished_span_record_carries_spec_attributes),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
