@@ -59,7 +59,7 @@ FUZZ_BINS   := $(FUZZ_SRCS:core/fuzz/%.c=$(BUILD)/fuzz/%)
 NGX_MODULE  := $(BUILD)/ngx_http_spanprof_module.so
 HTTPD_MODULE := $(BUILD)/mod_spanprof.so
 
-.PHONY: all deps build core modules test unit unit-asan fuzz prove clean bench-build
+.PHONY: all deps build core modules test unit unit-asan fuzz prove clean bench-build unit-valgrind
 
 # Generated sources stay after a build; make would otherwise delete them as
 # intermediates and regenerate them under a concurrent build.
@@ -200,6 +200,14 @@ unit-asan: $(ASAN_BINS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    tools/run-unit.sh "unit (ASan+UBSan)" $(ASAN_BINS)
 
+# The sampler under valgrind too (signals, timers, libunwind); the
+# suppressions cover libunwind's own readability probes.
+unit-valgrind: $(BUILD)/tests/test_sampler
+	valgrind --error-exitcode=9 -q --suppressions=core/tests/valgrind.supp \
+	    $(BUILD)/tests/test_sampler >$(BUILD)/valgrind-sampler.log 2>&1 \
+	    || { cat $(BUILD)/valgrind-sampler.log; exit 1; }
+	@echo "unit (valgrind): test_sampler clean"
+
 fuzz: $(FUZZ_BINS)
 	@tools/run-fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
@@ -212,6 +220,7 @@ test:
 	@$(MAKE) --no-print-directory -j$(JOBS) $(TEST_BINS) $(ASAN_BINS) $(FUZZ_BINS)
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-asan
+	@$(MAKE) --no-print-directory unit-valgrind
 	@$(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory prove
 	@echo "make test: all passed"
