@@ -112,7 +112,7 @@ $(BUILD)/spanprof-exporter: $(EXPORTER_MAIN) $(EXPORT_LIB) $(CORE_LIB)
 
 NGX_CC_OPT := -Wall -Wextra -Werror -Wno-unused-parameter -I$(CURDIR)/core/include
 
-$(BUILD)/nginx/Makefile: config
+$(BUILD)/nginx/Makefile: config Makefile
 	@mkdir -p $(B)/nginx
 	cd $(NGINX_SRC) && SPANPROF_CORE_LIB=$(abspath $(CORE_LIB)) \
 	    SPANPROF_CORE_LIBS="$(CORE_LIBS)" \

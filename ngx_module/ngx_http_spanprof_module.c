@@ -3,9 +3,16 @@
  * Copyright (C) spanprof authors
  *
  * spanprof for nginx: the adapter between nginx and spanprof's core.
- * For now: the directives of every setting, their merge down the
- * configuration levels, and the startup line with the effective
- * configuration.
+ *
+ * The master creates the shared memory (a memfd, so the exporter, a
+ * separate program, can map it too). Each worker claims a ring in it. A
+ * request's entry span starts in the POST_READ phase and ends with the main
+ * request's pool; its trace headers are given to upstreams by rewriting
+ * the request's own headers before the content phase, so proxy, fastcgi,
+ * uwsgi and grpc pass them on. Every phase checker and our filters at the
+ * top of both chains tell the sampler whose work runs now. The exporter is
+ * started and watched by a cache-manager-style path manager that the
+ * master spawns, respawns and replaces on reload.
  */
 
 
@@ -14,16 +21,62 @@
 #include <ngx_http.h>
 
 #include <sp_config.h>
+#include <sp_entry.h>
+#include <sp_exporter_launch.h>
+#include <sp_ring.h>
+#include <sp_sampler.h>
+#include <sp_shm.h>
+
+
+/* The shared memory: slots for workers of this and the previous
+ * generation during a reload, and a ring each. */
+#define NGX_HTTP_SPANPROF_SLOTS        128
+#define NGX_HTTP_SPANPROF_RING_BYTES   (1024 * 1024)
+#define NGX_HTTP_SPANPROF_POLL         60000
 
 
 typedef struct {
-    sp_config   *config;
+    sp_config        *config;
+    sp_entry_policy   policy;
+    ngx_flag_t        enabled;
+    ngx_flag_t        profiling;
 } ngx_http_spanprof_main_conf_t;
 
 
 typedef struct {
     ngx_flag_t   enable;
+    ngx_flag_t   propagate;
 } ngx_http_spanprof_loc_conf_t;
+
+
+typedef struct {
+    sp_entry             entry;
+    ngx_http_request_t  *request;       /* the main request */
+    ngx_str_t            uri;           /* as received */
+    ngx_str_t            args;
+    ngx_str_t            tracestate;    /* pool copies of what goes */
+    ngx_str_t            baggage;       /* upstream */
+    unsigned             injected:1;
+    unsigned             off:1;         /* the final location says off */
+    unsigned             finished:1;
+} ngx_http_spanprof_ctx_t;
+
+
+static sp_shm                      ngx_http_spanprof_shm = { -1, NULL, 0 };
+static sp_region                  *ngx_http_spanprof_region;
+static sp_ring                    *ngx_http_spanprof_ring;
+static sp_sampler                 *ngx_http_spanprof_sampler;
+static sp_idgen                   *ngx_http_spanprof_ids;
+static ngx_http_spanprof_ctx_t    *ngx_http_spanprof_current;
+static ngx_http_phase_handler_pt  *ngx_http_spanprof_checkers;
+static ngx_http_phase_handler_t   *ngx_http_spanprof_phase_base;
+static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
+static ngx_event_t                 ngx_http_spanprof_poll_ev;
+static char                        ngx_http_spanprof_scratch[
+                                       SP_ENTRY_SCRATCH_SIZE];
+
+static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
+static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
 
 
 static void *ngx_http_spanprof_create_main_conf(ngx_conf_t *cf);
@@ -39,6 +92,29 @@ static void ngx_http_spanprof_cleanup_config(void *data);
 static const char *ngx_http_spanprof_getenv(void *ctx, const char *name);
 static void ngx_http_spanprof_warn(void *ctx, const char *message);
 static ngx_int_t ngx_http_spanprof_init_module(ngx_cycle_t *cycle);
+static ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
+static ngx_int_t ngx_http_spanprof_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
+    ngx_http_spanprof_main_conf_t *smcf);
+static ngx_msec_t ngx_http_spanprof_manager(void *data);
+static ngx_int_t ngx_http_spanprof_init_process(ngx_cycle_t *cycle);
+static void ngx_http_spanprof_exit_process(ngx_cycle_t *cycle);
+static void ngx_http_spanprof_poll(ngx_event_t *ev);
+static ngx_http_spanprof_ctx_t *ngx_http_spanprof_get_ctx(
+    ngx_http_request_t *r);
+static void ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx);
+static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
+    ngx_http_phase_handler_t *ph);
+static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_set_header(ngx_http_request_t *r,
+    ngx_str_t *name, u_char *value, size_t len);
+static void ngx_http_spanprof_finish(void *data);
+static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in);
+static ngx_int_t ngx_http_spanprof_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 
 
 /*
@@ -53,6 +129,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       ngx_http_spanprof_enable,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
+      NULL },
+
+    { ngx_string("spanprof_propagate"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_loc_conf_t, propagate),
       NULL },
 
     { ngx_string("spanprof_snapshot"),
@@ -198,8 +281,8 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
 
 
 static ngx_http_module_t  ngx_http_spanprof_module_ctx = {
-    NULL,                                  /* preconfiguration */
-    NULL,                                  /* postconfiguration */
+    ngx_http_spanprof_add_variables,       /* preconfiguration */
+    ngx_http_spanprof_init,                /* postconfiguration */
 
     ngx_http_spanprof_create_main_conf,    /* create main configuration */
     ngx_http_spanprof_init_main_conf,      /* init main configuration */
@@ -219,10 +302,10 @@ ngx_module_t  ngx_http_spanprof_module = {
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
     ngx_http_spanprof_init_module,         /* init module */
-    NULL,                                  /* init process */
+    ngx_http_spanprof_init_process,        /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
-    NULL,                                  /* exit process */
+    ngx_http_spanprof_exit_process,        /* exit process */
     NULL,                                  /* exit master */
     NGX_MODULE_V1_PADDING
 };
@@ -268,6 +351,12 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
     sp_config_complete(smcf->config, ngx_http_spanprof_getenv, NULL,
                        ngx_http_spanprof_warn, cf->log);
 
+    sp_entry_policy_from_config(smcf->config, &smcf->policy);
+    smcf->enabled = sp_config_flag(smcf->config, SP_SETTING_ENABLED);
+    smcf->profiling = smcf->enabled
+        && (sp_config_flag(smcf->config, SP_SETTING_SNAPSHOT_PROFILER_ENABLED)
+            || sp_config_flag(smcf->config, SP_SETTING_PROFILER_ENABLED));
+
     return NGX_CONF_OK;
 }
 
@@ -283,6 +372,7 @@ ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf)
     }
 
     slcf->enable = NGX_CONF_UNSET;
+    slcf->propagate = NGX_CONF_UNSET;
 
     return slcf;
 }
@@ -301,6 +391,7 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     /* Unset everywhere: OTEL_SDK_DISABLED decides. */
     ngx_conf_merge_value(conf->enable, prev->enable,
                          sp_config_flag(smcf->config, SP_SETTING_ENABLED));
+    ngx_conf_merge_value(conf->propagate, prev->propagate, 1);
 
     return NGX_CONF_OK;
 }
@@ -421,6 +512,23 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
+    /*
+     * Once, in the master, before the first workers are forked; it is kept
+     * across reloads (the module's statics survive them), so workers of
+     * the old and the new generation write into the same memory.
+     */
+    if (smcf->enabled && ngx_http_spanprof_shm.base == NULL) {
+        if (sp_shm_create(NGX_HTTP_SPANPROF_SLOTS,
+                          NGX_HTTP_SPANPROF_RING_BYTES,
+                          &ngx_http_spanprof_shm)
+            != SP_OK)
+        {
+            ngx_log_error(NGX_LOG_ALERT, cycle->log, ngx_errno,
+                          "spanprof: shared memory could not be created, "
+                          "spans and profiles are not recorded");
+        }
+    }
+
     len = sp_config_describe(smcf->config, NULL, 0) + 1;
 
     line = ngx_pnalloc(cycle->pool, len);
@@ -433,4 +541,791 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0, "%s", line);
 
     return NGX_OK;
+}
+
+
+/* ---- variables */
+
+typedef enum {
+    NGX_HTTP_SPANPROF_VAR_TRACE_ID,
+    NGX_HTTP_SPANPROF_VAR_SPAN_ID,
+    NGX_HTTP_SPANPROF_VAR_TRACEPARENT,
+    NGX_HTTP_SPANPROF_VAR_BAGGAGE,
+    NGX_HTTP_SPANPROF_VAR_SNAPSHOT
+} ngx_http_spanprof_var_e;
+
+
+static ngx_http_variable_t  ngx_http_spanprof_vars[] = {
+
+    { ngx_string("spanprof_trace_id"), NULL, ngx_http_spanprof_variable,
+      NGX_HTTP_SPANPROF_VAR_TRACE_ID, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("spanprof_span_id"), NULL, ngx_http_spanprof_variable,
+      NGX_HTTP_SPANPROF_VAR_SPAN_ID, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("spanprof_traceparent"), NULL, ngx_http_spanprof_variable,
+      NGX_HTTP_SPANPROF_VAR_TRACEPARENT, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("spanprof_baggage"), NULL, ngx_http_spanprof_variable,
+      NGX_HTTP_SPANPROF_VAR_BAGGAGE, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("spanprof_snapshot"), NULL, ngx_http_spanprof_variable,
+      NGX_HTTP_SPANPROF_VAR_SNAPSHOT, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+      ngx_http_null_variable
+};
+
+
+static ngx_int_t
+ngx_http_spanprof_add_variables(ngx_conf_t *cf)
+{
+    ngx_http_variable_t  *var, *v;
+
+    for (v = ngx_http_spanprof_vars; v->name.len; v++) {
+        var = ngx_http_add_variable(cf, &v->name, v->flags);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char                   *p;
+    size_t                    len;
+    ngx_http_spanprof_ctx_t  *ctx;
+
+    ctx = ngx_http_spanprof_get_ctx(r);
+    if (ctx == NULL) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    switch (data) {
+
+    case NGX_HTTP_SPANPROF_VAR_TRACE_ID:
+    case NGX_HTTP_SPANPROF_VAR_SPAN_ID:
+        len = data == NGX_HTTP_SPANPROF_VAR_TRACE_ID ? 32 : 16;
+        p = ngx_pnalloc(r->pool, len + 1);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+        sp_hex_format(data == NGX_HTTP_SPANPROF_VAR_TRACE_ID
+                      ? ctx->entry.ctx.trace_id : ctx->entry.ctx.span_id,
+                      len / 2, (char *) p);
+        break;
+
+    case NGX_HTTP_SPANPROF_VAR_TRACEPARENT:
+        p = (u_char *) ctx->entry.traceparent;
+        len = ngx_strlen(p);
+        break;
+
+    case NGX_HTTP_SPANPROF_VAR_BAGGAGE:
+        p = ctx->baggage.data;
+        len = ctx->baggage.len;
+        break;
+
+    default: /* NGX_HTTP_SPANPROF_VAR_SNAPSHOT */
+        p = (u_char *) (ctx->entry.selection.profiled ? "1" : "0");
+        len = 1;
+        break;
+    }
+
+    v->data = p;
+    v->len = len;
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
+/* ---- configuration: phases, filters, the exporter's manager */
+
+static ngx_int_t
+ngx_http_spanprof_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt            *h;
+    ngx_http_core_main_conf_t      *cmcf;
+    ngx_http_spanprof_main_conf_t  *smcf;
+
+    smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
+
+    if (!smcf->enabled) {
+        return NGX_OK;
+    }
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_post_read;
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_precontent;
+
+    ngx_http_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
+
+    ngx_http_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
+
+    return ngx_http_spanprof_add_exporter_path(cf, smcf);
+}
+
+
+/*
+ * nginx's one master-supervised helper a module can have: a path with a
+ * manager. The master spawns its process as the workers' user, respawns
+ * it, and replaces it on reload; the manager starts the exporter from it
+ * and starts it again if it dies. The directory is created by nginx and
+ * holds nothing.
+ */
+static ngx_int_t
+ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
+    ngx_http_spanprof_main_conf_t *smcf)
+{
+    ngx_path_t  *path;
+    ngx_str_t    name = ngx_string("spanprof");
+
+    path = ngx_pcalloc(cf->pool, sizeof(ngx_path_t));
+    if (path == NULL) {
+        return NGX_ERROR;
+    }
+
+    path->name = name;
+    if (ngx_conf_full_name(cf->cycle, &path->name, 0) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    path->manager = ngx_http_spanprof_manager;
+    path->data = smcf;
+    path->conf_file = cf->conf_file->file.name.data;
+    path->line = cf->conf_file->line;
+
+    return ngx_add_path(cf, &path);
+}
+
+
+static ngx_msec_t
+ngx_http_spanprof_manager(void *data)
+{
+    ngx_http_spanprof_main_conf_t *smcf = data;
+
+    int                  pid, status;
+    char                 exe[NGX_MAX_PATH], version[32];
+    sp_status            st;
+    ngx_pid_t            r;
+    sp_exporter_launch   l;
+
+    if (ngx_http_spanprof_shm.base == NULL) {
+        return 3600000;
+    }
+
+    if (ngx_http_spanprof_exporter > 0) {
+        r = waitpid(ngx_http_spanprof_exporter, &status, WNOHANG);
+        if (r == 0) {
+            return 1000;
+        }
+        /* Gone: reaped here, or already by nginx's SIGCHLD handler. */
+        ngx_http_spanprof_exporter = -1;
+    }
+
+    ngx_memzero(&l, sizeof(l));
+    if (sp_exporter_default_path(exe, sizeof(exe)) == 0
+        || ngx_strlen(exe) >= sizeof(exe))
+    {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, 0,
+                      "spanprof: exporter executable not found, set "
+                      SP_EXPORTER_PATH_ENV);
+        return 60000;
+    }
+
+    ngx_snprintf((u_char *) version, sizeof(version), "%s%Z",
+                 NGINX_VERSION);
+
+    l.path = exe;
+    l.config = smcf->config;
+    l.server = "nginx";
+    l.server_version = version;
+    l.server_exe = "/proc/self/exe";
+    l.region_fd = ngx_http_spanprof_shm.fd;
+    l.log_fd = ngx_cycle->log->file != NULL ? ngx_cycle->log->file->fd : -1;
+    l.title = "spanprof-exporter: nginx";
+
+    st = sp_exporter_spawn(&l, &pid);
+    if (st != SP_OK) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_errno,
+                      "spanprof: exporter \"%s\" could not be started", exe);
+        return 5000;
+    }
+
+    ngx_http_spanprof_exporter = pid;
+    ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                  "spanprof: exporter process %P started", (ngx_pid_t) pid);
+
+    return 1000;
+}
+
+
+/* ---- the worker */
+
+static ngx_int_t
+ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
+{
+    sp_status                       st;
+    sp_sampler_options              o;
+    ngx_uint_t                      i, n;
+    ngx_http_phase_handler_t       *ph;
+    ngx_http_core_main_conf_t      *cmcf;
+    ngx_http_spanprof_main_conf_t  *smcf;
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
+    smcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_spanprof_module);
+
+    if (smcf == NULL || !smcf->enabled || ngx_http_spanprof_shm.base == NULL)
+    {
+        return NGX_OK;
+    }
+
+    if (sp_region_attach(ngx_http_spanprof_shm.base,
+                         ngx_http_spanprof_shm.size,
+                         &ngx_http_spanprof_region)
+        != SP_OK)
+    {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "spanprof: shared memory is damaged, "
+                      "nothing is recorded by this worker");
+        return NGX_OK;
+    }
+
+    ngx_http_spanprof_ring = sp_region_claim(ngx_http_spanprof_region,
+                                             (uint32_t) ngx_pid);
+    ngx_http_spanprof_ids = sp_idgen_create();
+
+    if (ngx_http_spanprof_ring == NULL || ngx_http_spanprof_ids == NULL) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "spanprof: no ring left in the shared memory, "
+                      "nothing is recorded by this worker");
+        ngx_http_spanprof_ring = NULL;
+        return NGX_OK;
+    }
+
+    if (!smcf->profiling) {
+        return NGX_OK;
+    }
+
+    ngx_memzero(&o, sizeof(o));
+    if (sp_config_flag(smcf->config, SP_SETTING_SNAPSHOT_PROFILER_ENABLED)) {
+        o.snapshot_interval_ms = (uint32_t) sp_config_integer(smcf->config,
+            SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL);
+    }
+    if (sp_config_flag(smcf->config, SP_SETTING_PROFILER_ENABLED)) {
+        o.continuous_interval_ms = (uint32_t) sp_config_integer(smcf->config,
+            SP_SETTING_PROFILER_CALL_STACK_INTERVAL);
+    }
+    o.max_depth = (uint16_t) sp_config_integer(smcf->config,
+                                      SP_SETTING_PROFILER_MAX_STACK_DEPTH);
+    o.clock = SP_SAMPLER_CLOCK_CPU;
+
+    st = sp_sampler_create(&o, ngx_http_spanprof_ring,
+                           &ngx_http_spanprof_sampler);
+    if (st == SP_OK) {
+        st = sp_sampler_start(ngx_http_spanprof_sampler);
+    }
+
+    if (st != SP_OK) {
+        ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
+                      "spanprof: %s, this worker runs without profiling",
+                      st == SP_ERR_SIGNAL_BUSY
+                      ? "another module owns SIGPROF"
+                      : "the sampler could not start");
+        sp_sampler_destroy(ngx_http_spanprof_sampler);
+        ngx_http_spanprof_sampler = NULL;
+        return NGX_OK;
+    }
+
+    /* Every phase checker tells the sampler whose work runs now. */
+    cmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module);
+    ph = cmcf->phase_engine.handlers;
+    for (n = 0; ph[n].checker; n++) { /* void */ }
+
+    ngx_http_spanprof_checkers = ngx_alloc(n * sizeof(ngx_http_phase_handler_pt),
+                                           cycle->log);
+    if (ngx_http_spanprof_checkers != NULL) {
+        for (i = 0; i < n; i++) {
+            ngx_http_spanprof_checkers[i] = ph[i].checker;
+            ph[i].checker = ngx_http_spanprof_checker;
+        }
+        ngx_http_spanprof_phase_base = ph;
+    }
+
+    ngx_http_spanprof_poll_ev.handler = ngx_http_spanprof_poll;
+    ngx_http_spanprof_poll_ev.log = cycle->log;
+    ngx_http_spanprof_poll_ev.data = cycle;
+    ngx_http_spanprof_poll_ev.cancelable = 1;
+    ngx_add_timer(&ngx_http_spanprof_poll_ev, NGX_HTTP_SPANPROF_POLL);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_spanprof_poll(ngx_event_t *ev)
+{
+    uint64_t  dropped;
+
+    dropped = sp_sampler_poll(ngx_http_spanprof_sampler);
+    if (dropped > 0) {
+        ngx_log_error(NGX_LOG_WARN, ev->log, 0,
+                      "spanprof: %uL samples dropped, the ring was full "
+                      "(the exporter is not keeping up)", dropped);
+    }
+
+    if (!ngx_exiting) {
+        ngx_add_timer(ev, NGX_HTTP_SPANPROF_POLL);
+    }
+}
+
+
+static void
+ngx_http_spanprof_exit_process(ngx_cycle_t *cycle)
+{
+    sp_sampler_destroy(ngx_http_spanprof_sampler);
+    ngx_http_spanprof_sampler = NULL;
+
+    if (ngx_http_spanprof_ring != NULL) {
+        sp_region_release(ngx_http_spanprof_ring);
+        ngx_http_spanprof_ring = NULL;
+    }
+}
+
+
+/* ---- requests */
+
+static ngx_http_spanprof_ctx_t *
+ngx_http_spanprof_get_ctx(ngx_http_request_t *r)
+{
+    ngx_pool_cleanup_t       *cln;
+    ngx_http_spanprof_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
+    if (ctx != NULL) {
+        return ctx;
+    }
+
+    /* An internal redirect clears the module contexts; the pool cleanup
+     * that ends the span still holds it. */
+    for (cln = r->main->pool->cleanup; cln; cln = cln->next) {
+        if (cln->handler == ngx_http_spanprof_finish) {
+            ctx = cln->data;
+            ngx_http_set_ctx(r->main, ctx, ngx_http_spanprof_module);
+            return ctx;
+        }
+    }
+
+    return NULL;
+}
+
+
+static void
+ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx)
+{
+    if (ngx_http_spanprof_current == ctx) {
+        return;
+    }
+
+    ngx_http_spanprof_current = ctx;
+
+    if (ctx != NULL && ctx->entry.selection.profiled && !ctx->finished) {
+        sp_sampler_enter(ngx_http_spanprof_sampler, ctx->entry.ctx.trace_id,
+                         ctx->entry.ctx.span_id);
+
+    } else {
+        sp_sampler_leave(ngx_http_spanprof_sampler);
+    }
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_checker(ngx_http_request_t *r, ngx_http_phase_handler_t *ph)
+{
+    ngx_int_t                 rc;
+    ngx_http_spanprof_ctx_t  *prev;
+
+    prev = ngx_http_spanprof_current;
+    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
+
+    rc = ngx_http_spanprof_checkers[ph - ngx_http_spanprof_phase_base](r, ph);
+
+    ngx_http_spanprof_switch(prev);
+
+    return rc;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_post_read(ngx_http_request_t *r)
+{
+    ngx_list_part_t                *part;
+    ngx_table_elt_t                *h;
+    ngx_uint_t                      i;
+    sp_entry_headers                in;
+    ngx_pool_cleanup_t             *cln;
+    ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_loc_conf_t   *slcf;
+    ngx_http_spanprof_main_conf_t  *smcf;
+
+    if (r != r->main || ngx_http_spanprof_ring == NULL
+        || ngx_http_spanprof_get_ctx(r) != NULL)
+    {
+        return NGX_DECLINED;
+    }
+
+    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+    if (!slcf->enable) {
+        return NGX_DECLINED;
+    }
+
+    smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
+
+    ngx_memzero(&in, sizeof(in));
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */; i++) {
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        /* The first of each; a repeated traceparent is not valid W3C. */
+        if (h[i].key.len == 11 && in.traceparent == NULL
+            && ngx_strncasecmp(h[i].key.data, (u_char *) "traceparent", 11)
+               == 0)
+        {
+            in.traceparent = (char *) h[i].value.data;
+            in.traceparent_len = h[i].value.len;
+
+        } else if (h[i].key.len == 10 && in.tracestate == NULL
+                   && ngx_strncasecmp(h[i].key.data, (u_char *) "tracestate",
+                                      10) == 0)
+        {
+            in.tracestate = (char *) h[i].value.data;
+            in.tracestate_len = h[i].value.len;
+
+        } else if (h[i].key.len == 7 && in.baggage == NULL
+                   && ngx_strncasecmp(h[i].key.data, (u_char *) "baggage", 7)
+                      == 0)
+        {
+            in.baggage = (char *) h[i].value.data;
+            in.baggage_len = h[i].value.len;
+        }
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_spanprof_ctx_t));
+    if (cln == NULL) {
+        return NGX_DECLINED;
+    }
+
+    ctx = cln->data;
+    ngx_memzero(ctx, sizeof(ngx_http_spanprof_ctx_t));
+
+    sp_entry_begin(&smcf->policy, ngx_http_spanprof_ids, &in,
+                   ngx_http_spanprof_scratch,
+                   sizeof(ngx_http_spanprof_scratch), &ctx->entry);
+
+    /* The scratch is the worker's: keep what goes upstream in the pool. */
+    if (ctx->entry.tracestate != NULL) {
+        ctx->tracestate.data = ngx_pstrdup(r->pool, &(ngx_str_t) {
+            ctx->entry.tracestate_len, (u_char *) ctx->entry.tracestate });
+        ctx->tracestate.len = ctx->tracestate.data
+                              ? ctx->entry.tracestate_len : 0;
+    }
+    ctx->entry.tracestate = (char *) ctx->tracestate.data;
+    ctx->entry.tracestate_len = ctx->tracestate.len;
+
+    if (ctx->entry.baggage != NULL) {
+        ctx->baggage.data = ngx_pstrdup(r->pool, &(ngx_str_t) {
+            ctx->entry.baggage_len, (u_char *) ctx->entry.baggage });
+        ctx->baggage.len = ctx->baggage.data ? ctx->entry.baggage_len : 0;
+    }
+    ctx->entry.baggage = (char *) ctx->baggage.data;
+    ctx->entry.baggage_len = ctx->baggage.len;
+
+    ctx->request = r;
+    ctx->uri = r->uri;
+    ctx->args = r->args;
+
+    cln->handler = ngx_http_spanprof_finish;
+    ngx_http_set_ctx(r, ctx, ngx_http_spanprof_module);
+
+    /* From here this request's work is sampled. */
+    ngx_http_spanprof_switch(ctx);
+
+    return NGX_DECLINED;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_precontent(ngx_http_request_t *r)
+{
+    static ngx_str_t  traceparent = ngx_string("traceparent");
+    static ngx_str_t  tracestate = ngx_string("tracestate");
+    static ngx_str_t  baggage = ngx_string("baggage");
+
+    ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_loc_conf_t   *slcf;
+    ngx_http_spanprof_main_conf_t  *smcf;
+
+    ctx = ngx_http_spanprof_get_ctx(r);
+    if (ctx == NULL || r != r->main) {
+        return NGX_DECLINED;
+    }
+
+    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+
+    /* The location the request ends in decides; after an internal
+     * redirect, the new one. */
+    ctx->off = !slcf->enable;
+
+    if (ctx->off || !slcf->propagate || ctx->injected) {
+        return NGX_DECLINED;
+    }
+
+    ctx->injected = 1;
+    smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
+        (void) ngx_http_spanprof_set_header(r, &traceparent,
+                   (u_char *) ctx->entry.traceparent,
+                   ngx_strlen(ctx->entry.traceparent));
+        /* A tracestate that came with an invalid traceparent is dropped. */
+        (void) ngx_http_spanprof_set_header(r, &tracestate,
+                   ctx->tracestate.data, ctx->tracestate.len);
+    }
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_BAGGAGE) {
+        (void) ngx_http_spanprof_set_header(r, &baggage, ctx->baggage.data,
+                                            ctx->baggage.len);
+    }
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * Gives every header of that name the value (or, for len 0, drops them
+ * from what upstreams see by emptying their name's hash and value), and
+ * adds one when the request had none. The upstream modules copy
+ * r->headers_in, so this reaches proxy, fastcgi, uwsgi and grpc alike.
+ */
+static ngx_int_t
+ngx_http_spanprof_set_header(ngx_http_request_t *r, ngx_str_t *name,
+    u_char *value, size_t len)
+{
+    ngx_uint_t        i, found;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    found = 0;
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */; i++) {
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].key.len == name->len
+            && ngx_strncasecmp(h[i].key.data, name->data, name->len) == 0)
+        {
+            h[i].value.data = value;
+            h[i].value.len = len;
+            found = 1;
+        }
+    }
+
+    if (found || len == 0) {
+        return NGX_OK;
+    }
+
+    h = ngx_list_push(&r->headers_in.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->key = *name;
+    h->lowcase_key = name->data;
+    h->hash = ngx_hash_key(name->data, name->len);
+    h->value.data = value;
+    h->value.len = len;
+
+    return NGX_OK;
+}
+
+
+/* The main request's pool goes: the request is done, whichever way. */
+static void
+ngx_http_spanprof_finish(void *data)
+{
+    ngx_http_spanprof_ctx_t *ctx = data;
+
+    u_char                     *host_end;
+    ngx_uint_t                  status;
+    sp_entry_http               h;
+    ngx_connection_t           *c;
+    ngx_http_request_t         *r;
+    ngx_http_core_loc_conf_t   *clcf;
+
+    if (ctx->finished) {
+        return;
+    }
+
+    ctx->finished = 1;
+    if (ngx_http_spanprof_current == ctx) {
+        ngx_http_spanprof_switch(NULL);
+    }
+
+    r = ctx->request;
+    c = r->connection;
+
+    if (ctx->off || !ctx->entry.recorded || ngx_http_spanprof_ring == NULL) {
+        return;
+    }
+
+    ngx_memzero(&h, sizeof(h));
+
+    h.method = (char *) r->method_name.data;
+    h.method_len = r->method_name.len;
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+    if (clcf != NULL && clcf->name.len > 0) {
+        h.route = (char *) clcf->name.data;
+        h.route_len = clcf->name.len;
+    }
+
+    h.path = (char *) ctx->uri.data;
+    h.path_len = ctx->uri.len;
+    h.query = (char *) ctx->args.data;
+    h.query_len = ctx->args.len;
+
+#if (NGX_HTTP_SSL)
+    h.scheme = c->ssl ? "https" : "http";
+#else
+    h.scheme = "http";
+#endif
+    h.scheme_len = ngx_strlen(h.scheme);
+
+    if (r->headers_in.server.len > 0) {
+        h.server_address = (char *) r->headers_in.server.data;
+        host_end = ngx_strlchr(r->headers_in.server.data,
+                               r->headers_in.server.data
+                               + r->headers_in.server.len, ':');
+        h.server_address_len = host_end
+            ? (size_t) (host_end - r->headers_in.server.data)
+            : r->headers_in.server.len;
+    }
+
+    if (ngx_connection_local_sockaddr(c, NULL, 0) == NGX_OK) {
+        h.server_port = ngx_inet_get_port(c->local_sockaddr);
+    }
+
+    h.client_address = (char *) c->addr_text.data;
+    h.client_address_len = c->addr_text.len;
+    h.peer_address = h.client_address;
+    h.peer_address_len = h.client_address_len;
+
+    h.protocol_version = r->http_version == NGX_HTTP_VERSION_20 ? "2"
+                         : r->http_version == NGX_HTTP_VERSION_10 ? "1.0"
+                         : r->http_version == NGX_HTTP_VERSION_9 ? "0.9"
+                         : "1.1";
+    h.protocol_version_len = ngx_strlen(h.protocol_version);
+
+    if (r->headers_in.user_agent != NULL) {
+        h.user_agent = (char *) r->headers_in.user_agent->value.data;
+        h.user_agent_len = r->headers_in.user_agent->value.len;
+    }
+
+    status = r->err_status ? r->err_status : r->headers_out.status;
+    if (status == 0 && (c->error || r->connection->destroyed)) {
+        status = NGX_HTTP_CLIENT_CLOSED_REQUEST;
+    }
+    h.status = (int64_t) status;
+    h.pid = (uint32_t) ngx_pid;
+
+    (void) sp_entry_finish(&ctx->entry, &h, ngx_http_spanprof_ring);
+}
+
+
+/* ---- filters: at the top of both chains, over everything below them */
+
+static ngx_int_t
+ngx_http_spanprof_header_filter(ngx_http_request_t *r)
+{
+    ngx_int_t                 rc;
+    ngx_http_spanprof_ctx_t  *prev;
+
+    if (ngx_http_spanprof_sampler == NULL) {
+        return ngx_http_next_header_filter(r);
+    }
+
+    prev = ngx_http_spanprof_current;
+    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
+
+    rc = ngx_http_next_header_filter(r);
+
+    ngx_http_spanprof_switch(prev);
+
+    return rc;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_int_t                 rc;
+    ngx_http_spanprof_ctx_t  *prev;
+
+    if (ngx_http_spanprof_sampler == NULL) {
+        return ngx_http_next_body_filter(r, in);
+    }
+
+    prev = ngx_http_spanprof_current;
+    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
+
+    rc = ngx_http_next_body_filter(r, in);
+
+    ngx_http_spanprof_switch(prev);
+
+    return rc;
 }

@@ -63,14 +63,14 @@ typedef enum sp_exporter {
     SP_EXPORTER_NONE
 } sp_exporter;
 
-typedef enum sp_sampler {
+typedef enum sp_trace_sampler {
     SP_SAMPLER_ALWAYS_ON,
     SP_SAMPLER_ALWAYS_OFF,
     SP_SAMPLER_TRACEIDRATIO,
     SP_SAMPLER_PARENTBASED_ALWAYS_ON,
     SP_SAMPLER_PARENTBASED_ALWAYS_OFF,
     SP_SAMPLER_PARENTBASED_TRACEIDRATIO
-} sp_sampler;
+} sp_trace_sampler;
 
 /* Bits of SP_SETTING_PROPAGATORS; 0 is "none". */
 #define SP_PROPAGATOR_TRACECONTEXT 0x01u
