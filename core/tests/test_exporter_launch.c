@@ -186,7 +186,9 @@ child_gets_sigterm_when_the_supervisor_dies(void **state)
     mid = fork();
     assert_true(mid >= 0);
     if (mid == 0) {
-        const char *args[] = { "-c", "exec sleep 60", NULL };
+        const char *args[] = { "-c", "echo ready; exec sleep 60", NULL };
+        char        ready[8];
+        int         up[2];
         sp_exporter_launch l;
         sp_shm      shm;
         int         pid = 0;
@@ -198,9 +200,18 @@ child_gets_sigterm_when_the_supervisor_dies(void **state)
         l.path = "/bin/sh";
         l.config = c;
         l.region_fd = shm.fd;
-        l.log_fd = -1;
+        /* The supervisor dies only once the exporter runs: a launch whose
+         * supervisor is already gone exits at once, by design. */
+        if (pipe(up) != 0) {
+            _exit(1);
+        }
+        l.log_fd = up[1];
         l.args = args;
         if (sp_exporter_spawn(&l, &pid) != SP_OK) {
+            _exit(1);
+        }
+        close(up[1]);
+        if (read(up[0], ready, sizeof(ready)) <= 0) {
             _exit(1);
         }
         if (write(p[1], &pid, sizeof(pid)) != (ssize_t)sizeof(pid)) {
