@@ -17,7 +17,7 @@ use Exporter 'import';
 our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
                     nginx_conf nginx_test nginx_start
                     httpd_conf httpd_test httpd_start
-                    stop wait_for_log http_get);
+                    stop wait_for_log http_get spawn wait_for_port);
 
 sub top_dir { abs_path(dirname(__FILE__) . '/../../..') }
 
