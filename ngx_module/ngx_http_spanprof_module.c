@@ -56,10 +56,24 @@ typedef struct {
     ngx_str_t            args;
     ngx_str_t            tracestate;    /* pool copies of what goes */
     ngx_str_t            baggage;       /* upstream */
+    ngx_array_t         *orig;          /* the received trace headers our
+                                           values replaced, to put back */
     unsigned             injected:1;
-    unsigned             off:1;         /* the final location says off */
+    unsigned             off:1;         /* the location says off */
     unsigned             finished:1;
 } ngx_http_spanprof_ctx_t;
+
+
+/* The request headers spanprof owns, as bits of a mask. */
+#define NGX_HTTP_SPANPROF_TRACEPARENT  0x1
+#define NGX_HTTP_SPANPROF_TRACESTATE   0x2
+#define NGX_HTTP_SPANPROF_BAGGAGE      0x4
+
+static ngx_str_t  ngx_http_spanprof_headers[] = {
+    ngx_string("traceparent"),
+    ngx_string("tracestate"),
+    ngx_string("baggage")
+};
 
 
 static sp_shm                      ngx_http_spanprof_shm = { -1, NULL, 0 };
@@ -107,8 +121,18 @@ static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
-static ngx_int_t ngx_http_spanprof_set_header(ngx_http_request_t *r,
-    ngx_str_t *name, u_char *value, size_t len);
+static void ngx_http_spanprof_read_headers(ngx_http_request_t *r,
+    sp_entry_headers *in);
+static ngx_uint_t ngx_http_spanprof_header_bit(ngx_table_elt_t *h);
+static ngx_uint_t ngx_http_spanprof_mask(ngx_http_spanprof_main_conf_t *smcf);
+static ngx_int_t ngx_http_spanprof_inject(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask);
+static ngx_int_t ngx_http_spanprof_restore(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask);
+static ngx_int_t ngx_http_spanprof_rebuild(ngx_http_request_t *r,
+    ngx_uint_t mask, ngx_array_t *removed);
+static ngx_int_t ngx_http_spanprof_push(ngx_http_request_t *r,
+    ngx_uint_t i, ngx_str_t *value);
 static void ngx_http_spanprof_finish(void *data);
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
@@ -599,12 +623,15 @@ static ngx_int_t
 ngx_http_spanprof_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
-    u_char                   *p;
-    size_t                    len;
-    ngx_http_spanprof_ctx_t  *ctx;
+    u_char                        *p;
+    size_t                         len;
+    ngx_http_spanprof_ctx_t       *ctx;
+    ngx_http_spanprof_loc_conf_t  *slcf;
 
     ctx = ngx_http_spanprof_get_ctx(r);
-    if (ctx == NULL) {
+    slcf = ngx_http_get_module_loc_conf(r->main, ngx_http_spanprof_module);
+
+    if (ctx == NULL || !slcf->enable) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -870,8 +897,9 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ph = cmcf->phase_engine.handlers;
     for (n = 0; ph[n].checker; n++) { /* void */ }
 
-    ngx_http_spanprof_checkers = ngx_alloc(n * sizeof(ngx_http_phase_handler_pt),
-                                           cycle->log);
+    ngx_http_spanprof_checkers = ngx_alloc(
+                               n * sizeof(ngx_http_phase_handler_pt),
+                               cycle->log);
     if (ngx_http_spanprof_checkers != NULL) {
         for (i = 0; i < n; i++) {
             ngx_http_spanprof_checkers[i] = ph[i].checker;
@@ -957,7 +985,9 @@ ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx)
 
     ngx_http_spanprof_current = ctx;
 
-    if (ctx != NULL && ctx->entry.selection.profiled && !ctx->finished) {
+    if (ctx != NULL && ctx->entry.selection.profiled && !ctx->finished
+        && !ctx->off)
+    {
         sp_sampler_enter(ngx_http_spanprof_sampler, ctx->entry.ctx.trace_id,
                          ctx->entry.ctx.span_id);
 
@@ -987,9 +1017,6 @@ ngx_http_spanprof_checker(ngx_http_request_t *r, ngx_http_phase_handler_t *ph)
 static ngx_int_t
 ngx_http_spanprof_post_read(ngx_http_request_t *r)
 {
-    ngx_list_part_t                *part;
-    ngx_table_elt_t                *h;
-    ngx_uint_t                      i;
     sp_entry_headers                in;
     ngx_pool_cleanup_t             *cln;
     ngx_http_spanprof_ctx_t        *ctx;
@@ -1002,50 +1029,13 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
         return NGX_DECLINED;
     }
 
-    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
-    if (!slcf->enable) {
-        return NGX_DECLINED;
-    }
-
     smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
 
-    ngx_memzero(&in, sizeof(in));
-    part = &r->headers_in.headers.part;
-    h = part->elts;
+    /* Here the server's configuration applies; the location the request
+     * ends in may still turn it on or off. */
+    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        /* The first of each; a repeated traceparent is not valid W3C. */
-        if (h[i].key.len == 11 && in.traceparent == NULL
-            && ngx_strncasecmp(h[i].key.data, (u_char *) "traceparent", 11)
-               == 0)
-        {
-            in.traceparent = (char *) h[i].value.data;
-            in.traceparent_len = h[i].value.len;
-
-        } else if (h[i].key.len == 10 && in.tracestate == NULL
-                   && ngx_strncasecmp(h[i].key.data, (u_char *) "tracestate",
-                                      10) == 0)
-        {
-            in.tracestate = (char *) h[i].value.data;
-            in.tracestate_len = h[i].value.len;
-
-        } else if (h[i].key.len == 7 && in.baggage == NULL
-                   && ngx_strncasecmp(h[i].key.data, (u_char *) "baggage", 7)
-                      == 0)
-        {
-            in.baggage = (char *) h[i].value.data;
-            in.baggage_len = h[i].value.len;
-        }
-    }
+    ngx_http_spanprof_read_headers(r, &in);
 
     cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_spanprof_ctx_t));
     if (cln == NULL) {
@@ -1080,9 +1070,20 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     ctx->request = r;
     ctx->uri = r->uri;
     ctx->args = r->args;
+    ctx->off = !slcf->enable;
 
     cln->handler = ngx_http_spanprof_finish;
     ngx_http_set_ctx(r, ctx, ngx_http_spanprof_module);
+
+    /*
+     * Before any other module's handler: subrequests made in the access
+     * phase (auth_request) copy these headers and must already see the
+     * entry span as their parent.
+     */
+    if (!ctx->off && slcf->propagate) {
+        (void) ngx_http_spanprof_inject(r, ctx,
+                                        ngx_http_spanprof_mask(smcf));
+    }
 
     /* From here this request's work is sampled. */
     ngx_http_spanprof_switch(ctx);
@@ -1091,68 +1092,21 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
 }
 
 
-static ngx_int_t
-ngx_http_spanprof_precontent(ngx_http_request_t *r)
-{
-    static ngx_str_t  traceparent = ngx_string("traceparent");
-    static ngx_str_t  tracestate = ngx_string("tracestate");
-    static ngx_str_t  baggage = ngx_string("baggage");
-
-    ngx_http_spanprof_ctx_t        *ctx;
-    ngx_http_spanprof_loc_conf_t   *slcf;
-    ngx_http_spanprof_main_conf_t  *smcf;
-
-    ctx = ngx_http_spanprof_get_ctx(r);
-    if (ctx == NULL || r != r->main) {
-        return NGX_DECLINED;
-    }
-
-    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
-
-    /* The location the request ends in decides; after an internal
-     * redirect, the new one. */
-    ctx->off = !slcf->enable;
-
-    if (ctx->off || !slcf->propagate || ctx->injected) {
-        return NGX_DECLINED;
-    }
-
-    ctx->injected = 1;
-    smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
-
-    if (smcf->policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
-        (void) ngx_http_spanprof_set_header(r, &traceparent,
-                   (u_char *) ctx->entry.traceparent,
-                   ngx_strlen(ctx->entry.traceparent));
-        /* A tracestate that came with an invalid traceparent is dropped. */
-        (void) ngx_http_spanprof_set_header(r, &tracestate,
-                   ctx->tracestate.data, ctx->tracestate.len);
-    }
-
-    if (smcf->policy.propagators & SP_PROPAGATOR_BAGGAGE) {
-        (void) ngx_http_spanprof_set_header(r, &baggage, ctx->baggage.data,
-                                            ctx->baggage.len);
-    }
-
-    return NGX_DECLINED;
-}
-
-
 /*
- * Gives every header of that name the value (or, for len 0, drops them
- * from what upstreams see by emptying their name's hash and value), and
- * adds one when the request had none. The upstream modules copy
- * r->headers_in, so this reaches proxy, fastcgi, uwsgi and grpc alike.
+ * The first traceparent; tracestate and baggage are list headers, so
+ * repeated ones are joined with "," as one value (W3C says so for both).
  */
-static ngx_int_t
-ngx_http_spanprof_set_header(ngx_http_request_t *r, ngx_str_t *name,
-    u_char *value, size_t len)
+static void
+ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
 {
-    ngx_uint_t        i, found;
+    u_char           *p;
+    size_t           *len;
+    ngx_uint_t        i, bit;
+    const char      **value;
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
 
-    found = 0;
+    ngx_memzero(in, sizeof(sp_entry_headers));
     part = &r->headers_in.headers.part;
     h = part->elts;
 
@@ -1166,29 +1120,347 @@ ngx_http_spanprof_set_header(ngx_http_request_t *r, ngx_str_t *name,
             i = 0;
         }
 
-        if (h[i].key.len == name->len
-            && ngx_strncasecmp(h[i].key.data, name->data, name->len) == 0)
+        bit = ngx_http_spanprof_header_bit(&h[i]);
+
+        if (bit == NGX_HTTP_SPANPROF_TRACEPARENT) {
+            if (in->traceparent == NULL) {
+                in->traceparent = (char *) h[i].value.data;
+                in->traceparent_len = h[i].value.len;
+            }
+            continue;
+        }
+
+        if (bit == NGX_HTTP_SPANPROF_TRACESTATE) {
+            value = &in->tracestate;
+            len = &in->tracestate_len;
+
+        } else if (bit == NGX_HTTP_SPANPROF_BAGGAGE) {
+            value = &in->baggage;
+            len = &in->baggage_len;
+
+        } else {
+            continue;
+        }
+
+        if (*value == NULL) {
+            *value = (char *) h[i].value.data;
+            *len = h[i].value.len;
+            continue;
+        }
+
+        p = ngx_pnalloc(r->pool, *len + 1 + h[i].value.len);
+        if (p == NULL) {
+            continue;
+        }
+
+        ngx_memcpy(p, *value, *len);
+        p[*len] = ',';
+        ngx_memcpy(p + *len + 1, h[i].value.data, h[i].value.len);
+        *value = (char *) p;
+        *len += 1 + h[i].value.len;
+    }
+}
+
+
+/* 0 for a header that is not ours, else its NGX_HTTP_SPANPROF_* bit. */
+static ngx_uint_t
+ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < 3; i++) {
+        if (h->key.len == ngx_http_spanprof_headers[i].len
+            && ngx_strncasecmp(h->key.data, ngx_http_spanprof_headers[i].data,
+                               h->key.len) == 0)
         {
-            h[i].value.data = value;
-            h[i].value.len = len;
-            found = 1;
+            return (ngx_uint_t) 1 << i;
         }
     }
 
-    if (found || len == 0) {
-        return NGX_OK;
+    return 0;
+}
+
+
+/* The headers the configured propagators own. */
+static ngx_uint_t
+ngx_http_spanprof_mask(ngx_http_spanprof_main_conf_t *smcf)
+{
+    ngx_uint_t  mask;
+
+    mask = 0;
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
+        mask |= NGX_HTTP_SPANPROF_TRACEPARENT|NGX_HTTP_SPANPROF_TRACESTATE;
     }
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_BAGGAGE) {
+        mask |= NGX_HTTP_SPANPROF_BAGGAGE;
+    }
+
+    return mask;
+}
+
+
+/* The final location decides: one that is off, or does not propagate,
+ * gets the received headers back; one that does gets ours. */
+static ngx_int_t
+ngx_http_spanprof_precontent(ngx_http_request_t *r)
+{
+    ngx_uint_t                      propagate;
+    ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_loc_conf_t   *slcf;
+    ngx_http_spanprof_main_conf_t  *smcf;
+
+    ctx = ngx_http_spanprof_get_ctx(r);
+    if (ctx == NULL || r != r->main) {
+        return NGX_DECLINED;
+    }
+
+    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+    smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
+
+    if (!slcf->enable && !ctx->off) {
+        ctx->off = 1;
+        if (ngx_http_spanprof_current == ctx) {
+            ngx_http_spanprof_switch(NULL);
+        }
+
+    } else if (slcf->enable && ctx->off) {
+        ctx->off = 0;
+        ngx_http_spanprof_switch(ctx);
+    }
+
+    propagate = slcf->enable && slcf->propagate;
+
+    if (propagate && !ctx->injected) {
+        (void) ngx_http_spanprof_inject(r, ctx,
+                                        ngx_http_spanprof_mask(smcf));
+
+    } else if (!propagate && ctx->injected) {
+        (void) ngx_http_spanprof_restore(r, ctx,
+                                         ngx_http_spanprof_mask(smcf));
+    }
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * Our traceparent, tracestate and baggage in r->headers_in, which proxy,
+ * fastcgi, uwsgi and grpc copy upstream, and so do subrequests made
+ * later. Usually each received header is replaced in place or ours is
+ * added; a repeated one, or one to drop (a tracestate that came with an
+ * invalid traceparent), takes a copy of the list without them. What was
+ * received is kept for ngx_http_spanprof_restore.
+ */
+static ngx_int_t
+ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
+    ngx_uint_t mask)
+{
+    ngx_str_t         value[NGX_HTTP_SPANPROF_BAGGAGE + 1]; /* by bit */
+    ngx_uint_t        i, bit, seen, empty;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h, *o;
+
+    value[NGX_HTTP_SPANPROF_TRACEPARENT].data =
+        (u_char *) ctx->entry.traceparent;
+    value[NGX_HTTP_SPANPROF_TRACEPARENT].len =
+        ngx_strlen(ctx->entry.traceparent);
+    value[NGX_HTTP_SPANPROF_TRACESTATE] = ctx->tracestate;
+    value[NGX_HTTP_SPANPROF_BAGGAGE] = ctx->baggage;
+
+    empty = 0;
+    for (i = 0; i < 3; i++) {
+        bit = (ngx_uint_t) 1 << i;
+        if (value[bit].len == 0) {
+            empty |= bit;
+        }
+    }
+
+    ctx->injected = 1;
+
+    if (ctx->orig == NULL) {
+        ctx->orig = ngx_array_create(r->pool, 2, sizeof(ngx_table_elt_t));
+        if (ctx->orig == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    /* In place, unless a header is repeated or must go. */
+    seen = 0;
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */; i++) {
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        bit = ngx_http_spanprof_header_bit(&h[i]) & mask;
+
+        if (bit & (seen | empty)) {
+            if (ngx_http_spanprof_rebuild(r, mask, ctx->orig) != NGX_OK) {
+                return NGX_ERROR;
+            }
+            seen = 0;
+            break;
+        }
+
+        seen |= bit;
+    }
+
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; seen != 0; i++) {
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        bit = ngx_http_spanprof_header_bit(&h[i]) & mask;
+        if (bit == 0) {
+            continue;
+        }
+
+        o = ngx_array_push(ctx->orig);
+        if (o == NULL) {
+            return NGX_ERROR;
+        }
+
+        *o = h[i];
+        h[i].value = value[bit];
+    }
+
+    for (i = 0; i < 3; i++) {
+        bit = (ngx_uint_t) 1 << i;
+
+        if ((mask & bit) && !(seen & bit) && !(empty & bit)) {
+            if (ngx_http_spanprof_push(r, i, &value[bit]) != NGX_OK) {
+                return NGX_ERROR;
+            }
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* The headers as received, for a location that does not propagate. */
+static ngx_int_t
+ngx_http_spanprof_restore(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
+    ngx_uint_t mask)
+{
+    ngx_uint_t        i;
+    ngx_table_elt_t  *o, *h;
+
+    ctx->injected = 0;
+
+    if (ngx_http_spanprof_rebuild(r, mask, NULL) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    o = ctx->orig->elts;
+
+    for (i = 0; i < ctx->orig->nelts; i++) {
+        h = ngx_list_push(&r->headers_in.headers);
+        if (h == NULL) {
+            return NGX_ERROR;
+        }
+        *h = o[i];
+    }
+
+    ctx->orig->nelts = 0;
+
+    return NGX_OK;
+}
+
+
+/*
+ * A copy of r->headers_in.headers without the headers of mask (they go
+ * to removed, when given). ngx_list_t cannot drop an element; the fields
+ * of r->headers_in that point to others (host, user_agent...) keep
+ * pointing to the old elements, which stay in the pool unchanged.
+ */
+static ngx_int_t
+ngx_http_spanprof_rebuild(ngx_http_request_t *r, ngx_uint_t mask,
+    ngx_array_t *removed)
+{
+    ngx_uint_t        i, n;
+    ngx_list_t        old;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h, *c;
+
+    old = r->headers_in.headers;
+
+    n = 0;
+    for (part = &old.part; part; part = part->next) {
+        n += part->nelts;
+    }
+
+    if (ngx_list_init(&r->headers_in.headers, r->pool, n + 3,
+                      sizeof(ngx_table_elt_t))
+        != NGX_OK)
+    {
+        r->headers_in.headers = old;
+        return NGX_ERROR;
+    }
+
+    part = &old.part;
+    h = part->elts;
+
+    for (i = 0; /* void */; i++) {
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (ngx_http_spanprof_header_bit(&h[i]) & mask) {
+            c = removed ? ngx_array_push(removed) : NULL;
+
+        } else {
+            c = ngx_list_push(&r->headers_in.headers);
+        }
+
+        if (c != NULL) {
+            *c = h[i];
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_push(ngx_http_request_t *r, ngx_uint_t i, ngx_str_t *value)
+{
+    ngx_table_elt_t  *h;
 
     h = ngx_list_push(&r->headers_in.headers);
     if (h == NULL) {
         return NGX_ERROR;
     }
 
-    h->key = *name;
-    h->lowcase_key = name->data;
-    h->hash = ngx_hash_key(name->data, name->len);
-    h->value.data = value;
-    h->value.len = len;
+    h->key = ngx_http_spanprof_headers[i];
+    h->lowcase_key = ngx_http_spanprof_headers[i].data;
+    h->hash = ngx_hash_key(h->key.data, h->key.len);
+    h->value = *value;
+#if (nginx_version >= 1023000)
+    h->next = NULL;
+#endif
 
     return NGX_OK;
 }
@@ -1200,12 +1472,13 @@ ngx_http_spanprof_finish(void *data)
 {
     ngx_http_spanprof_ctx_t *ctx = data;
 
-    u_char                     *host_end;
-    ngx_uint_t                  status;
-    sp_entry_http               h;
-    ngx_connection_t           *c;
-    ngx_http_request_t         *r;
-    ngx_http_core_loc_conf_t   *clcf;
+    u_char                        *host_end;
+    ngx_uint_t                     status;
+    sp_entry_http                  h;
+    ngx_connection_t              *c;
+    ngx_http_request_t            *r;
+    ngx_http_core_loc_conf_t      *clcf;
+    ngx_http_spanprof_loc_conf_t  *slcf;
 
     if (ctx->finished) {
         return;
@@ -1219,7 +1492,13 @@ ngx_http_spanprof_finish(void *data)
     r = ctx->request;
     c = r->connection;
 
-    if (ctx->off || !ctx->entry.recorded || ngx_http_spanprof_ring == NULL) {
+    /* The location the request ended in, also when it never reached the
+     * content phase (return, error_page). */
+    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+
+    if (!slcf->enable || !ctx->entry.recorded
+        || ngx_http_spanprof_ring == NULL)
+    {
         return;
     }
 
