@@ -1,0 +1,171 @@
+#!/usr/bin/perl
+# A test upstream that records what nginx (or httpd) forwards to it.
+#
+#   upstream.pl --proto http|fastcgi|uwsgi --port PORT --out FILE
+#
+# Each request becomes one JSON line in FILE, written before the answer:
+#   { "proto", "uri", "headers": { lowercase name: [values...] } }
+# FastCGI and uwsgi carry headers as HTTP_* variables; they are turned back
+# into header names (HTTP_TRACE_PARENT -> trace-parent). The answer is 200
+# with the body "upstream PROTO". One connection at a time is enough for
+# the tests; prints "listening PORT" once it accepts.
+
+use strict;
+use warnings;
+
+use Getopt::Long;
+use IO::Handle;
+use IO::Socket::INET;
+use JSON::PP;
+
+my ($proto, $port, $out) = ('http', 0, undef);
+GetOptions('proto=s' => \$proto, 'port=i' => \$port, 'out=s' => \$out)
+    or die "usage: $0 --proto http|fastcgi|uwsgi --port PORT --out FILE\n";
+die "--out is required\n" unless defined $out;
+
+my %serve = (http => \&serve_http, fastcgi => \&serve_fastcgi,
+             uwsgi => \&serve_uwsgi);
+my $serve = $serve{$proto} or die "unknown protocol $proto\n";
+
+my $listen = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+                                   LocalPort => $port, Proto => 'tcp',
+                                   Listen => 64, ReuseAddr => 1)
+    or die "listen on $port: $!\n";
+
+# Gone with the test: SIGTERM, or the parent's end noticed on accept.
+$SIG{TERM} = $SIG{INT} = sub { exit 0 };
+my $parent = getppid;
+
+open my $log, '>>', $out or die "$out: $!\n";
+$log->autoflush(1);
+STDOUT->autoflush(1);
+print "listening ", $listen->sockport, "\n";
+
+my $json = JSON::PP->new->canonical;
+$listen->timeout(1);
+while (1) {
+    exit 0 if getppid != $parent;
+    my $c = $listen->accept or next;
+    $c->timeout(10);
+    eval { $serve->($c); 1 } or warn "upstream $proto: $@";
+    close $c;
+}
+
+sub record {
+    my ($uri, $headers) = @_;
+    print $log $json->encode({ proto => $proto, uri => $uri,
+                               headers => $headers }), "\n";
+}
+
+sub read_exact {
+    my ($c, $n) = @_;
+    my $buf = '';
+    while (length $buf < $n) {
+        my $got = sysread $c, $buf, $n - length $buf, length $buf;
+        die "short read\n" unless $got;
+    }
+    return $buf;
+}
+
+sub add_variable_header {
+    my ($headers, $name, $value) = @_;
+    return unless $name =~ /^HTTP_(.+)$/;
+    (my $h = lc $1) =~ tr/_/-/;
+    push @{ $headers->{$h} }, $value;
+}
+
+sub serve_http {
+    my ($c) = @_;
+    my $head = '';
+    while ($head !~ /\r\n\r\n/) {
+        my $got = sysread $c, $head, 4096, length $head;
+        die "connection closed in the header\n" unless $got;
+    }
+    my ($lines, $rest) = split /\r\n\r\n/, $head, 2;
+    my ($request, @fields) = split /\r\n/, $lines;
+    my (undef, $uri) = split / /, $request;
+    my %headers;
+    for (@fields) {
+        my ($name, $value) = /^([^:]+):[ \t]*(.*?)[ \t]*$/ or next;
+        push @{ $headers{lc $name} }, $value;
+    }
+    my $length = $headers{'content-length'} ? $headers{'content-length'}[0]
+                                            : 0;
+    read_exact($c, $length - length $rest) if $length > length $rest;
+    record($uri, \%headers);
+    my $body = "upstream http\n";
+    print $c "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+           . "Content-Length: " . length($body) . "\r\n"
+           . "Connection: close\r\n\r\n$body";
+}
+
+# FastCGI name-value lengths: one byte, or four with the top bit set.
+sub fcgi_length {
+    my ($buf, $pos) = @_;
+    my $b = ord substr $$buf, $$pos, 1;
+    if ($b < 128) { $$pos += 1; return $b }
+    my $n = unpack 'N', substr $$buf, $$pos, 4;
+    $$pos += 4;
+    return $n & 0x7fffffff;
+}
+
+sub fcgi_record {
+    my ($type, $id, $content) = @_;
+    return pack('CCnnCx', 1, $type, $id, length $content, 0) . $content;
+}
+
+sub serve_fastcgi {
+    my ($c) = @_;
+    my ($id, $params, $stdin_done, $params_done) = (1, '', 0, 0);
+    until ($stdin_done && $params_done) {
+        my ($ver, $type, $rid, $len, $pad) =
+            unpack 'CCnnC', read_exact($c, 8);
+        my $content = $len ? read_exact($c, $len) : '';
+        read_exact($c, $pad) if $pad;
+        $id = $rid;
+        if ($type == 4) {          # FCGI_PARAMS
+            $len ? ($params .= $content) : ($params_done = 1);
+        } elsif ($type == 5) {     # FCGI_STDIN
+            $stdin_done = 1 unless $len;
+        }
+    }
+    my (%headers, %vars);
+    my $pos = 0;
+    while ($pos < length $params) {
+        my $nl = fcgi_length(\$params, \$pos);
+        my $vl = fcgi_length(\$params, \$pos);
+        my $name = substr $params, $pos, $nl;
+        my $value = substr $params, $pos + $nl, $vl;
+        $pos += $nl + $vl;
+        $vars{$name} = $value;
+        add_variable_header(\%headers, $name, $value);
+    }
+    record($vars{REQUEST_URI} // '', \%headers);
+    my $out = "Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+            . "upstream fastcgi\n";
+    print $c fcgi_record(6, $id, $out), fcgi_record(6, $id, ''),
+             fcgi_record(3, $id, pack('NCxxx', 0, 0));
+}
+
+sub serve_uwsgi {
+    my ($c) = @_;
+    my (undef, $size) = unpack 'Cv', read_exact($c, 4);
+    my $vars = read_exact($c, $size);
+    my (%headers, %vars);
+    my $pos = 0;
+    while ($pos + 2 <= length $vars) {
+        my $kl = unpack 'v', substr $vars, $pos, 2;
+        my $k = substr $vars, $pos + 2, $kl;
+        my $vl = unpack 'v', substr $vars, $pos + 2 + $kl, 2;
+        my $v = substr $vars, $pos + 4 + $kl, $vl;
+        $pos += 4 + $kl + $vl;
+        $vars{$k} = $v;
+        add_variable_header(\%headers, $k, $v);
+    }
+    my $length = $vars{CONTENT_LENGTH} || 0;
+    read_exact($c, $length) if $length;
+    record($vars{REQUEST_URI} // '', \%headers);
+    my $body = "upstream uwsgi\n";
+    print $c "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+           . "Content-Length: " . length($body) . "\r\n\r\n$body";
+}
