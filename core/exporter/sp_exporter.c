@@ -45,6 +45,21 @@ typedef struct sp_worker {
 
 /* ---- a profile being built for one (worker, source) */
 
+/*
+ * The addresses a profile already has a location for, and the object of
+ * each (-1: none). pprof keeps the first names given for an address, so
+ * a known one needs no symbolizing: on a busy server most frames are.
+ */
+#define SP_MEMO_EMPTY  INT16_MIN
+#define SP_MEMO_MAX    32768
+
+typedef struct sp_addr_memo {
+    uint64_t *keys;
+    int16_t  *obj;
+    uint32_t  cap;      /* power of two, 0: not allocated */
+    uint32_t  count;
+} sp_addr_memo;
+
 typedef struct sp_profile_slot {
     bool      used;
     uint32_t  pid;
@@ -54,6 +69,7 @@ typedef struct sp_profile_slot {
     uint64_t  first_ns;
     uint64_t  opened_seq;
     uint64_t  samples;
+    sp_addr_memo memo;
 } sp_profile_slot;
 
 /* ---- an encoded request waiting for the sender */
@@ -196,6 +212,112 @@ sp_random(void *ctx)
     return x;
 }
 
+/* ---- the address memo of a profile */
+
+static uint32_t
+sp_memo_hash(uint64_t a)
+{
+    a ^= a >> 33;
+    a *= 0xff51afd7ed558ccdull;
+    a ^= a >> 33;
+    return (uint32_t)a;
+}
+
+static void
+sp_memo_clear(sp_addr_memo *m)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->cap; i++) {
+        m->obj[i] = SP_MEMO_EMPTY;
+    }
+    m->count = 0;
+}
+
+static void
+sp_memo_free(sp_addr_memo *m)
+{
+    free(m->keys);
+    free(m->obj);
+    memset(m, 0, sizeof(*m));
+}
+
+/* The object index remembered for a, or SP_MEMO_EMPTY. */
+static int
+sp_memo_find(const sp_addr_memo *m, uint64_t a)
+{
+    uint32_t i;
+
+    if (m->cap == 0) {
+        return SP_MEMO_EMPTY;
+    }
+    for (i = sp_memo_hash(a) & (m->cap - 1); m->obj[i] != SP_MEMO_EMPTY;
+         i = (i + 1) & (m->cap - 1))
+    {
+        if (m->keys[i] == a) {
+            return m->obj[i];
+        }
+    }
+    return SP_MEMO_EMPTY;
+}
+
+static bool
+sp_memo_grow(sp_addr_memo *m)
+{
+    uint32_t  cap = m->cap ? m->cap * 2 : 1024, i, j;
+    uint64_t *keys;
+    int16_t  *obj;
+
+    if (cap > SP_MEMO_MAX) {
+        return false;
+    }
+    keys = malloc(cap * sizeof(*keys));
+    obj = malloc(cap * sizeof(*obj));
+    if (keys == NULL || obj == NULL) {
+        free(keys);
+        free(obj);
+        return false;
+    }
+    for (i = 0; i < cap; i++) {
+        obj[i] = SP_MEMO_EMPTY;
+    }
+    for (i = 0; i < m->cap; i++) {
+        if (m->obj[i] == SP_MEMO_EMPTY) {
+            continue;
+        }
+        for (j = sp_memo_hash(m->keys[i]) & (cap - 1);
+             obj[j] != SP_MEMO_EMPTY; j = (j + 1) & (cap - 1))
+        {
+        }
+        keys[j] = m->keys[i];
+        obj[j] = m->obj[i];
+    }
+    free(m->keys);
+    free(m->obj);
+    m->keys = keys;
+    m->obj = obj;
+    m->cap = cap;
+    return true;
+}
+
+/* Remembers a (absent); full past SP_MEMO_MAX: then nothing is kept. */
+static void
+sp_memo_put(sp_addr_memo *m, uint64_t a, int obj)
+{
+    uint32_t i;
+
+    if ((m->count + 1) * 2 > m->cap && !sp_memo_grow(m)) {
+        return;
+    }
+    for (i = sp_memo_hash(a) & (m->cap - 1); m->obj[i] != SP_MEMO_EMPTY;
+         i = (i + 1) & (m->cap - 1))
+    {
+    }
+    m->keys[i] = a;
+    m->obj[i] = (int16_t)obj;
+    m->count++;
+}
+
 /* ---- workers' objects */
 
 static sp_worker *
@@ -320,7 +442,15 @@ sp_objects_take(sp_exporter_loop *e, const sp_objects_record *r)
         memset(w, 0, sizeof(*w));
         w->pid = r->pid;
     } else {
+        uint32_t k;
+
         sp_worker_clear(w);
+        /* Object indexes remembered for this pid meant the old table. */
+        for (k = 0; k < e->o.max_profiles; k++) {
+            if (e->slots[k].pid == r->pid) {
+                sp_memo_clear(&e->slots[k].memo);
+            }
+        }
     }
     w->generation = r->generation;
     w->count = r->count;
@@ -493,6 +623,7 @@ sp_slot_close(sp_exporter_loop *e, sp_profile_slot *s)
         e->local.dropped_too_large += s->samples;
     }
     sp_pprof_reset(s->pprof);
+    sp_memo_clear(&s->memo);
     s->samples = 0;
 }
 
@@ -539,6 +670,7 @@ sp_slot_for(sp_exporter_loop *e, uint32_t pid, uint8_t source)
 
         sp_pprof_destroy(free_slot->pprof);
         free_slot->pprof = NULL;
+        sp_memo_clear(&free_slot->memo);
         if (sp_pprof_create(&po, &free_slot->pprof) != SP_OK) {
             return NULL;
         }
@@ -583,7 +715,7 @@ sp_line_copy(sp_exporter_loop *e, sp_pprof_line *dst, const sp_symbol_line *src)
 }
 
 static void
-sp_symbolize(sp_exporter_loop *e, const sp_sample *s)
+sp_symbolize(sp_exporter_loop *e, const sp_sample *s, sp_addr_memo *memo)
 {
     sp_worker *w = sp_worker_find(e, s->pid);
     size_t     i, count = w != NULL ? w->count : 0;
@@ -601,11 +733,26 @@ sp_symbolize(sp_exporter_loop *e, const sp_sample *s)
 
         memset(f, 0, sizeof(*f));
         f->address = s->frames[i];
+        if (memo != NULL) {
+            int known = sp_memo_find(memo, f->address);
+
+            if (known != SP_MEMO_EMPTY) {
+                f->mapping = known >= 0 && (size_t)known < count
+                             ? &w->mappings[known] : NULL;
+                continue;
+            }
+        }
         st = sp_symbolizer_lookup(e->symbolizer,
                                   w != NULL ? w->objects : NULL, count,
                                   s->frames[i], i > 0, &sym);
         if ((st != SP_OK && st != SP_ERR_NOMEM) || sym.object_index < 0) {
+            if (memo != NULL) {
+                sp_memo_put(memo, f->address, -1);
+            }
             continue;
+        }
+        if (memo != NULL && sym.object_index <= INT16_MAX) {
+            sp_memo_put(memo, f->address, sym.object_index);
         }
         f->mapping = &w->mappings[sym.object_index];
         sp_line_copy(e, &f->frame, &sym.frame);
@@ -622,8 +769,8 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
 {
     sp_status st;
 
-    sp_symbolize(e, s);
     if (e->o.text_format) {
+        sp_symbolize(e, s, NULL);
         for (int attempt = 0; attempt < 2; attempt++) {
             uint64_t interval = s->source == SP_SOURCE_SNAPSHOT
                                 ? e->snapshot_period_ns
@@ -652,6 +799,7 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
             e->local.dropped_too_large++;
             return;
         }
+        sp_symbolize(e, s, &slot->memo);
         st = sp_pprof_add(slot->pprof, s, e->frames, s->frame_count);
         if (st == SP_OK) {
             if (slot->samples == 0 || s->time_ns < slot->first_ns) {
@@ -662,6 +810,8 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
             return;
         }
         if (st != SP_ERR_TOO_LONG || slot->samples == 0) {
+            /* Locations may be missing that the memo says are there. */
+            sp_memo_clear(&slot->memo);
             break;
         }
         sp_slot_close(e, slot);
@@ -1302,6 +1452,7 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
 
     memset(&so, 0, sizeof(so));
     so.debug_dirs = o->debug_dirs;
+    so.max_addresses = SP_EXPORTER_SYMBOL_CACHE;
     memset(&bo, 0, sizeof(bo));
     memset(&ri, 0, sizeof(ri));
     ri.server = o->server;
@@ -1407,6 +1558,7 @@ sp_exporter_destroy(sp_exporter_loop *e)
     if (e->slots != NULL) {
         for (i = 0; i < e->o.max_profiles; i++) {
             sp_pprof_destroy(e->slots[i].pprof);
+            sp_memo_free(&e->slots[i].memo);
         }
     }
     free(e->slots);

@@ -22,8 +22,8 @@
  *     one more pair, sends the oldest off early.
  *   - one logs and one traces request being built: 4 MiB each, with
  *     buffers that may double that.
- *   - the symbolizer: sp_symbolizer.h's bound (64 open files, 1.4 MiB of
- *     caches).
+ *   - the symbolizer: sp_symbolizer.h's bound, 64 open files and
+ *     SP_EXPORTER_SYMBOL_CACHE addresses (5.5 MiB of caches).
  *   - one table of loaded objects per live worker.
  * Peak RSS with the defaults, collector down, rings flooded: see README.
  *
@@ -56,6 +56,12 @@ typedef void (*sp_exporter_log_fn)(void *ctx, sp_log_level level,
 #define SP_EXPORTER_DEFAULT_PROFILES      8
 #define SP_EXPORTER_DEFAULT_PROFILE_BYTES (1u << 20)
 #define SP_EXPORTER_COUNTERS_INTERVAL_MS  60000
+/*
+ * Addresses the symbolizer caches (5.5 MiB): with its default of 16384 the
+ * inlined frames of a server's few thousand hot addresses overflow its
+ * ring and are looked up again and again (10x slower on libc's code).
+ */
+#define SP_EXPORTER_SYMBOL_CACHE          65536
 
 typedef struct sp_exporter_options {
     const sp_config *config;        /* effective; kept, not copied */

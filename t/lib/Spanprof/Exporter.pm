@@ -28,7 +28,7 @@ sub build_driver {
     my $build = $ENV{SPANPROF_BUILD} // "$top/build";
     my $bin = "$dir/exporter_drive";
     my @cmd = ('cc', '-std=c11', '-D_GNU_SOURCE', '-O1', '-g', '-Wall',
-               '-Wextra', '-Werror', "-I$top/core/include",
+               '-Wextra', '-Werror', "-I$top/core/include", "-I$top/t/bin",
                "$top/t/bin/exporter_drive.c", "$build/libspanprof_core.a",
                '-lunwind', '-lm', '-o', $bin);
     my $out = `@cmd 2>&1`;

@@ -1,0 +1,27 @@
+#!/bin/sh
+# The exporter benchmark (bench/README.md): throughput of the drain thread
+# on one core, then peak RSS under a flood while the collector is down.
+# Run from the top of the tree after `make build`.
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${SPANPROF_BUILD:-$top/build}
+out=${TMPDIR:-/tmp}/spanprof-bench-exporter
+mkdir -p "$out"
+libs="$(pkg-config --libs grpc libprotobuf-c zlib libdw) -lelf -lpthread -lunwind -lm"
+
+cc -std=c11 -D_GNU_SOURCE -O2 -g -I"$top/core/include" -I"$top/t/bin" \
+    "$top/bench/exporter/bench_exporter.c" "$build/libspanprof_export.a" \
+    "$build/libspanprof_core.a" $libs -o "$out/bench_exporter"
+cc -std=c11 -D_GNU_SOURCE -O1 -g -I"$top/core/include" -I"$top/t/bin" \
+    "$top/t/bin/exporter_drive.c" "$build/libspanprof_core.a" -lunwind -lm \
+    -o "$out/exporter_drive"
+
+echo "== throughput (one core: taskset -c 0)"
+taskset -c 0 "$out/bench_exporter" "${ROUNDS:-7}"
+
+echo "== peak RSS, default settings, collector down, 10 s flood"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+env -i PATH="$PATH" OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$port" \
+    "$out/exporter_drive" --exporter "$build/spanprof-exporter" \
+    --flood-ms 10000 --ring-bytes 4194304 --slots 8 --hold-ms 1000 2>&1 |
+    grep -E 'written|hwm|counters'
