@@ -133,6 +133,52 @@ samplers_decide_recording(void **state)
     assert_true(recorded > 838 && recorded < 1162);
 }
 
+/* SPEC 3 with no volume received: over 20,000 new traces the selected
+ * fraction is p, each decision is the trace id's last 7 hex digits against
+ * floor(p * 0x0FFFFFFF), the same id decides the same way when it comes
+ * back as a parent, and the baggage sent on says the decision. */
+static void
+selection_by_trace_id_over_20000_traces(void **state)
+{
+    enum { N = 20000 };
+    sp_entry_policy  p = policy(SP_SAMPLER_PARENTBASED_ALWAYS_ON, true, 0.1);
+    sp_idgen        *ids = sp_idgen_create();
+    sp_entry_headers none, again;
+    sp_entry         e, f;
+    char             tp[SP_TRACEPARENT_SIZE];
+    uint32_t         r, threshold = (uint32_t)(0.1 * 0x0FFFFFFF);
+    int              i, selected = 0;
+    bool             want;
+
+    (void)state;
+    assert_non_null(ids);
+    memset(&none, 0, sizeof(none));
+    for (i = 0; i < N; i++) {
+        sp_entry_begin(&p, ids, &none, scratch, sizeof(scratch), &e);
+        r = (uint32_t)strtoul(e.traceparent + 3 + 25, NULL, 16);
+        want = r <= threshold;
+        assert_int_equal(e.selection.selected, want);
+        assert_int_equal(e.selection.profiled, want);
+        assert_string_equal(e.baggage, want
+                            ? "splunk.trace.snapshot.volume=highest"
+                            : "splunk.trace.snapshot.volume=off");
+        selected += want;
+
+        if (i % 100 == 0) {
+            memcpy(tp, e.traceparent, sizeof(tp));
+            memset(&again, 0, sizeof(again));
+            again.traceparent = tp;
+            again.traceparent_len = strlen(tp);
+            sp_entry_begin(&p, ids, &again, scratch, sizeof(scratch), &f);
+            assert_memory_equal(f.ctx.trace_id, e.ctx.trace_id, 16);
+            assert_int_equal(f.selection.selected, want);
+        }
+    }
+    /* 2000 expected, standard deviation 42.4: 6 of them either way. */
+    assert_true(selected > 2000 - 255 && selected < 2000 + 255);
+    sp_idgen_destroy(ids);
+}
+
 static void
 finished_span_record_carries_spec_attributes(void **state)
 {
@@ -206,6 +252,7 @@ main(void)
             invalid_parent_starts_a_new_trace_and_drops_tracestate),
         cmocka_unit_test(received_volume_decides_and_is_kept),
         cmocka_unit_test(samplers_decide_recording),
+        cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
     };
 
