@@ -7,7 +7,8 @@
 #   { "proto", "uri", "headers": { lowercase name: [values...] } }
 # FastCGI and uwsgi carry headers as HTTP_* variables; they are turned back
 # into header names (HTTP_TRACE_PARENT -> trace-parent). The answer is 200
-# with the body "upstream PROTO". One connection at a time is enough for
+# with the body "upstream PROTO"; a URI with "/slow" in it waits 3 s first
+# (a client can give up meanwhile). One connection at a time is enough for
 # the tests; prints "listening PORT" once it accepts.
 
 use strict;
@@ -34,6 +35,7 @@ my $listen = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
 
 # Gone with the test: SIGTERM, or the parent's end noticed on accept.
 $SIG{TERM} = $SIG{INT} = sub { exit 0 };
+$SIG{PIPE} = 'IGNORE';    # a client that gave up
 my $parent = getppid;
 
 open my $log, '>>', $out or die "$out: $!\n";
@@ -55,6 +57,7 @@ sub record {
     my ($uri, $headers) = @_;
     print $log $json->encode({ proto => $proto, uri => $uri,
                                headers => $headers }), "\n";
+    sleep 3 if $uri =~ m{/slow};
 }
 
 sub read_exact {
