@@ -42,61 +42,55 @@ sub base_env {
     );
 }
 
-sub log_records {
+# The records of one signal in the decoded requests, each with its
+# resource and scope: (signal, resource key, scope key, records key).
+my %SHAPE = (logs => [qw(resourceLogs scopeLogs logRecords)],
+             traces => [qw(resourceSpans scopeSpans spans)]);
+
+sub items {
+    my ($signal, @requests) = @_;
+    my ($rkey, $skey, $ikey) = @{ $SHAPE{$signal} };
     my @r;
-    for my $req (@_) {
-        next unless $req->{signal} eq 'logs';
-        for my $rl (@{ $req->{request}{resourceLogs} // [] }) {
-            for my $sl (@{ $rl->{scopeLogs} // [] }) {
-                push @r, map { { %$_, resource => $rl->{resource},
-                                 scope => $sl->{scope} } }
-                    @{ $sl->{logRecords} // [] };
+    for my $req (grep { $_->{signal} eq $signal } @requests) {
+        for my $res (@{ $req->{request}{$rkey} // [] }) {
+            for my $sc (@{ $res->{$skey} // [] }) {
+                push @r, map { { %$_, resource => $res->{resource},
+                                 scope => $sc->{scope} } }
+                    @{ $sc->{$ikey} // [] };
             }
         }
     }
     return @r;
 }
 
-sub spans {
-    my @r;
-    for my $req (@_) {
-        next unless $req->{signal} eq 'traces';
-        for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
-            for my $ss (@{ $rs->{scopeSpans} // [] }) {
-                push @r, map { { %$_, resource => $rs->{resource},
-                                 scope => $ss->{scope} } }
-                    @{ $ss->{spans} // [] };
-            }
-        }
-    }
-    return @r;
+sub log_records { items('logs', @_) }
+sub spans { items('traces', @_) }
+
+# Each [key, expected] of @$want is the attribute's value in $attrs.
+sub attributes_are {
+    my ($attrs, $want, $what) = @_;
+    is(attribute($attrs, $_->[0]), $_->[1], "$what: $_->[0]") for @$want;
 }
 
 sub check_resource {
     my ($res, $h, $what) = @_;
     my $a = $res->{attributes};
-    is(attribute($a, 'service.name'), 'drive-svc', "$what: service.name");
-    is(attribute($a, 'telemetry.sdk.name'), 'spanprof',
-       "$what: telemetry.sdk.name");
-    is(attribute($a, 'telemetry.sdk.version'), '0.1.0',
-       "$what: telemetry.sdk.version");
-    is(attribute($a, 'telemetry.sdk.language'), 'cpp',
-       "$what: telemetry.sdk.language");
-    is(attribute($a, 'telemetry.distro.name'), 'spanprof',
-       "$what: telemetry.distro.name");
-    is(attribute($a, 'telemetry.distro.version'), '0.1.0',
-       "$what: telemetry.distro.version");
+    attributes_are($a, [
+        ['service.name', 'drive-svc'],
+        ['telemetry.sdk.name', 'spanprof'],
+        ['telemetry.sdk.version', '0.1.0'],
+        ['telemetry.sdk.language', 'cpp'],
+        ['telemetry.distro.name', 'spanprof'],
+        ['telemetry.distro.version', '0.1.0'],
+        # the worker's pid (the driver's); the server's executable
+        ['process.pid', $h->{driver_pid}],
+        ['process.executable.name', 'nginx'],
+        ['process.runtime.name', 'nginx'],
+        ['process.runtime.version', '1.22.1'],
+        # from OTEL_RESOURCE_ATTRIBUTES
+        ['deployment.environment', 'test'],
+    ], $what);
     ok(length(attribute($a, 'host.name') // ''), "$what: host.name");
-    is(attribute($a, 'process.pid'), $h->{driver_pid},
-       "$what: process.pid is the worker's (the driver)");
-    is(attribute($a, 'process.executable.name'), 'nginx',
-       "$what: process.executable.name from SPANPROF_SERVER_EXE");
-    is(attribute($a, 'process.runtime.name'), 'nginx',
-       "$what: process.runtime.name");
-    is(attribute($a, 'process.runtime.version'), '1.22.1',
-       "$what: process.runtime.version");
-    is(attribute($a, 'deployment.environment'), 'test',
-       "$what: OTEL_RESOURCE_ATTRIBUTES");
 }
 
 sub check_logs {
@@ -111,14 +105,12 @@ sub check_logs {
     my ($samples, $truncated, $bad_frames, $bad_labels) = (0, 0, 0, 0);
     for my $r (@records) {
         my $a = $r->{attributes};
-        is(attribute($a, 'com.splunk.sourcetype'), 'otel.profiling',
-           "$what: com.splunk.sourcetype");
-        is(attribute($a, 'profiling.data.type'), 'cpu',
-           "$what: profiling.data.type");
-        is(attribute($a, 'profiling.data.format'), 'pprof-gzip-base64',
-           "$what: profiling.data.format");
-        is(attribute($a, 'profiling.instrumentation.source'), 'snapshot',
-           "$what: profiling.instrumentation.source");
+        attributes_are($a, [
+            ['com.splunk.sourcetype', 'otel.profiling'],
+            ['profiling.data.type', 'cpu'],
+            ['profiling.data.format', 'pprof-gzip-base64'],
+            ['profiling.instrumentation.source', 'snapshot'],
+        ], $what);
         ok(!$r->{pprof_error}, "$what: the body decodes as gzip+pprof")
             or diag($r->{pprof_error});
         my $p = $r->{pprof}{resolved} or next;

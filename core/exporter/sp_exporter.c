@@ -5,6 +5,7 @@
  * and the rings keep their room for the workers.
  */
 #include "sp_exporter.h"
+#include "sp_clock.h"
 #include "sp_otlp.h"
 #include "sp_otlp_client.h"
 #include "sp_otlp_json.h"
@@ -158,27 +159,9 @@ struct sp_exporter_loop {
 /* ---- small helpers */
 
 static uint64_t
-sp_mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t
 sp_now_ms(sp_exporter_loop *e)
 {
-    return e->o.now_ms != NULL ? e->o.now_ms(e->o.clock_ctx) : sp_mono_ms();
-}
-
-static uint64_t
-sp_real_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return e->o.now_ms != NULL ? e->o.now_ms(e->o.clock_ctx) : sp_monotonic_ms();
 }
 
 static void sp_log(sp_exporter_loop *e, sp_log_level level, const char *fmt, ...)
@@ -607,7 +590,7 @@ sp_slot_close(sp_exporter_loop *e, sp_profile_slot *s)
     if (st == SP_OK) {
         for (int attempt = 0; attempt < 2; attempt++) {
             st = sp_otlp_logs_add_pprof(e->logs, e->resource, s->pid,
-                                        s->source, s->first_ns, sp_real_ns(),
+                                        s->source, s->first_ns, sp_realtime_ns(),
                                         e->scratch.data, e->scratch.len,
                                         sp_pprof_frame_count(s->pprof));
             if (st != SP_ERR_TOO_LONG || sp_otlp_logs_count(e->logs) == 0) {
@@ -764,10 +747,18 @@ sp_symbolize(sp_exporter_loop *e, const sp_sample *s, sp_addr_memo *memo)
     }
 }
 
-static void
-sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
+/* SP_ERR_INVALID when the record does not decode; otherwise SP_OK, the
+ * sample being held or counted as dropped. */
+static sp_status
+sp_sample_take(sp_exporter_loop *e, const sp_record_view *v)
 {
-    sp_status st;
+    sp_sample  smp;
+    sp_sample *s = &smp;
+    sp_status  st;
+
+    if (sp_sample_decode(v->body, v->len, s) != SP_OK) {
+        return SP_ERR_INVALID;
+    }
 
     if (e->o.text_format) {
         sp_symbolize(e, s, NULL);
@@ -777,7 +768,7 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
                                 : e->continuous_period_ns;
             st = sp_otlp_logs_add_text(e->logs, e->resource, s, e->frames,
                                        s->frame_count, interval,
-                                       sp_real_ns());
+                                       sp_realtime_ns());
             if (st != SP_ERR_TOO_LONG || sp_otlp_logs_count(e->logs) == 0) {
                 break;
             }
@@ -789,7 +780,7 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
         } else {
             e->local.dropped_too_large++;
         }
-        return;
+        return SP_OK;
     }
 
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -797,7 +788,7 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
 
         if (slot == NULL) {
             e->local.dropped_too_large++;
-            return;
+            return SP_OK;
         }
         sp_symbolize(e, s, &slot->memo);
         st = sp_pprof_add(slot->pprof, s, e->frames, s->frame_count);
@@ -807,7 +798,7 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
             }
             slot->samples++;
             e->held_build++;
-            return;
+            return SP_OK;
         }
         if (st != SP_ERR_TOO_LONG || slot->samples == 0) {
             /* Locations may be missing that the memo says are there. */
@@ -817,17 +808,24 @@ sp_sample_take(sp_exporter_loop *e, const sp_sample *s)
         sp_slot_close(e, slot);
     }
     e->local.dropped_too_large++;
+    return SP_OK;
 }
 
 /* ---- spans */
 
-static void
-sp_span_take(sp_exporter_loop *e, const sp_span_record *sp)
+/* As sp_sample_take, for a span. */
+static sp_status
+sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
 {
+    sp_span_record rec;
+    sp_span_record *sp = &rec;
     size_t    n = 0;
     uint16_t  i;
     sp_status st = SP_OK;
 
+    if (sp_span_decode(v->body, v->len, sp) != SP_OK) {
+        return SP_ERR_INVALID;
+    }
     for (i = 0; i < sp->attr_count && n < SP_MAX_ATTRS; i++) {
         if (sp_span_attr_at(sp, i, &e->attrs[n]) == SP_OK) {
             n++;
@@ -835,7 +833,7 @@ sp_span_take(sp_exporter_loop *e, const sp_span_record *sp)
     }
     if (sp_otlp_traces_count(e->traces) + 1 > e->bsp_queue) {
         e->local.dropped_queue_full++;
-        return;
+        return SP_OK;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
         st = sp_otlp_traces_add(e->traces, e->resource, sp, e->attrs, n);
@@ -852,16 +850,20 @@ sp_span_take(sp_exporter_loop *e, const sp_span_record *sp)
         if (sp_otlp_traces_count(e->traces) >= e->bsp_batch) {
             sp_traces_push(e);
         }
-    } else if (st == SP_ERR_INVALID) {
-        e->local.dropped_corrupt++;
-    } else {
-        e->local.dropped_too_large++;
+        return SP_OK;
     }
+    if (st == SP_ERR_INVALID) {
+        return st;  /* fields no receiver would take: as corrupt */
+    }
+    e->local.dropped_too_large++;
+    return SP_OK;
 }
 
 static void
 sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
 {
+    sp_status st;
+
     if (v->type == SP_RECORD_OBJECTS) {
         sp_objects_record r;
 
@@ -877,24 +879,15 @@ sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
     }
     e->local.received++;
     if (v->type == SP_RECORD_SAMPLE) {
-        sp_sample s;
-
         e->local.samples++;
-        if (sp_sample_decode(v->body, v->len, &s) != SP_OK) {
-            e->local.dropped_corrupt++;
-            return;
-        }
-        sp_sample_take(e, &s);
+        st = sp_sample_take(e, v);
     } else if (v->type == SP_RECORD_SPAN) {
-        sp_span_record sp;
-
         e->local.spans++;
-        if (sp_span_decode(v->body, v->len, &sp) != SP_OK) {
-            e->local.dropped_corrupt++;
-            return;
-        }
-        sp_span_take(e, &sp);
+        st = sp_span_take(e, v);
     } else {
+        st = SP_ERR_INVALID;
+    }
+    if (st == SP_ERR_INVALID) {
         e->local.dropped_corrupt++;
     }
 }
@@ -928,7 +921,7 @@ static void
 sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
                         const sp_otlp_result *r)
 {
-    uint64_t now = sp_mono_ms();
+    uint64_t now = sp_monotonic_ms();
 
     if (r->code == SP_GRPC_OK) {
         e->shared.exported += it->records;
@@ -1005,7 +998,7 @@ sp_sender_main(void *arg)
     while (!e->quit) {
         sp_item       *it = e->head;
         sp_otlp_result r;
-        uint64_t       now = sp_mono_ms(), timeout;
+        uint64_t       now = sp_monotonic_ms(), timeout;
 
         if (it == NULL) {
             pthread_cond_broadcast(&e->idle_cond);
@@ -1226,13 +1219,13 @@ sp_exporter_flush(sp_exporter_loop *e)
 bool
 sp_exporter_wait_idle(sp_exporter_loop *e, uint64_t timeout_ms)
 {
-    uint64_t end = sp_mono_ms() + timeout_ms;
+    uint64_t end = sp_monotonic_ms() + timeout_ms;
     bool     idle;
 
     pthread_mutex_lock(&e->lock);
     for (;;) {
         struct timespec ts;
-        uint64_t        now = sp_mono_ms();
+        uint64_t        now = sp_monotonic_ms();
 
         idle = e->head == NULL && e->inflight == NULL;
         if (idle || now >= end) {
@@ -1280,6 +1273,19 @@ sp_exporter_claim(sp_exporter_loop *e)
     return SP_ERR_NOT_FOUND;
 }
 
+static void
+sp_sender_stop(sp_exporter_loop *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->quit = true;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    if (e->sender_started) {
+        pthread_join(e->sender, NULL);
+        e->sender_started = false;
+    }
+}
+
 sp_status
 sp_exporter_run(sp_exporter_loop *e)
 {
@@ -1305,21 +1311,14 @@ sp_exporter_run(sp_exporter_loop *e)
     for (pass = 0; pass < 64 && sp_exporter_step(e) > 0; pass++) {
     }
     sp_exporter_flush(e);
-    end = sp_mono_ms() + e->timeout_ms;
+    end = sp_monotonic_ms() + e->timeout_ms;
     pthread_mutex_lock(&e->lock);
     e->deadline_ms = end;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
     sp_exporter_wait_idle(e, e->timeout_ms);
 
-    pthread_mutex_lock(&e->lock);
-    e->quit = true;
-    pthread_cond_broadcast(&e->cond);
-    pthread_mutex_unlock(&e->lock);
-    if (e->sender_started) {
-        pthread_join(e->sender, NULL);
-        e->sender_started = false;
-    }
+    sp_sender_stop(e);
     pthread_mutex_lock(&e->lock);
     while (e->head != NULL) {
         sp_item *it = e->head;
@@ -1411,7 +1410,7 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     }
     e->pid = o->pid != 0 ? o->pid : (uint32_t)getpid();
     e->console_fd = -1;
-    e->rng = ((uint64_t)e->pid << 32) ^ sp_real_ns() ^ 0x9e3779b97f4a7c15u;
+    e->rng = ((uint64_t)e->pid << 32) ^ sp_realtime_ns() ^ 0x9e3779b97f4a7c15u;
     e->last_logged_code = SP_GRPC_OK;
     atomic_init(&e->stop, false);
     pthread_mutex_init(&e->lock, NULL);
@@ -1539,13 +1538,7 @@ sp_exporter_destroy(sp_exporter_loop *e)
     if (e == NULL) {
         return;
     }
-    pthread_mutex_lock(&e->lock);
-    e->quit = true;
-    pthread_cond_broadcast(&e->cond);
-    pthread_mutex_unlock(&e->lock);
-    if (e->sender_started) {
-        pthread_join(e->sender, NULL);
-    }
+    sp_sender_stop(e);
     while (e->head != NULL) {
         sp_item *it = e->head;
         e->head = it->next;

@@ -1,4 +1,5 @@
 #include "sp_otlp_client.h"
+#include "sp_clock.h"
 #include "sp_kvlist.h"
 
 #include <errno.h>
@@ -51,15 +52,6 @@ sp_set_err(char *err, size_t size, const char *fmt, const char *arg)
     if (err != NULL && size > 0) {
         snprintf(err, size, fmt, arg);
     }
-}
-
-static uint64_t
-sp_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ---- endpoints */
@@ -769,7 +761,7 @@ sp_otlp_export_timeout(sp_otlp_client *c, const char *method,
     grpc_call_error        ce;
     grpc_event             ev;
     gpr_timespec           deadline;
-    uint64_t               start = sp_now_ms();
+    uint64_t               start = sp_monotonic_ms();
     char                   text[SP_OTLP_MESSAGE_SIZE];
     void                  *tag = &ops;
 
@@ -854,7 +846,7 @@ sp_otlp_export_timeout(sp_otlp_client *c, const char *method,
     gpr_free((void *)error_string);
     grpc_metadata_array_destroy(&initial_md);
     grpc_metadata_array_destroy(&trailing_md);
-    result->elapsed_ms = sp_now_ms() - start;
+    result->elapsed_ms = sp_monotonic_ms() - start;
     return result->code == SP_GRPC_OK ? SP_OK : SP_ERR_IO;
 }
 
@@ -940,7 +932,7 @@ sp_otlp_export_retry(sp_otlp_client *c, const char *method,
         if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK)
             != (ssize_t)sizeof(seed))
         {
-            seed = sp_now_ms() ^ (uint64_t)(uintptr_t)&seed;
+            seed = sp_monotonic_ms() ^ (uint64_t)(uintptr_t)&seed;
         }
         draw = sp_default_random;
         draw_ctx = &seed;
@@ -948,11 +940,11 @@ sp_otlp_export_retry(sp_otlp_client *c, const char *method,
     if (nap == NULL) {
         nap = sp_default_sleep;
     }
-    start = sp_now_ms();
+    start = sp_monotonic_ms();
     for (attempt = 1;; attempt++) {
         timeout = c->timeout_ms;
         if (policy->max_elapsed_ms != 0) {
-            used = sp_now_ms() - start;
+            used = sp_monotonic_ms() - start;
             left = used < policy->max_elapsed_ms
                    ? policy->max_elapsed_ms - used : 1;
             if (left < timeout) {
@@ -970,14 +962,14 @@ sp_otlp_export_retry(sp_otlp_client *c, const char *method,
                                           draw(draw_ctx));
             /* A retry needs time left after its wait, not only before. */
             if (policy->max_elapsed_ms != 0
-                && sp_now_ms() - start + delay >= policy->max_elapsed_ms)
+                && sp_monotonic_ms() - start + delay >= policy->max_elapsed_ms)
             {
                 retry = false;
                 delay = 0;
             }
         }
         result->attempts = attempt;
-        result->elapsed_ms = sp_now_ms() - start;
+        result->elapsed_ms = sp_monotonic_ms() - start;
         if (policy->on_attempt != NULL) {
             policy->on_attempt(policy->on_attempt_ctx, result, retry, delay);
         }
@@ -985,7 +977,7 @@ sp_otlp_export_retry(sp_otlp_client *c, const char *method,
             return rc;
         }
         if (!nap(policy->sleep_ctx, delay)) {
-            result->elapsed_ms = sp_now_ms() - start;
+            result->elapsed_ms = sp_monotonic_ms() - start;
             return rc;
         }
     }

@@ -24,11 +24,25 @@ sp_shm_round_to_page(size_t n)
     return (n + p - 1) / p * p;
 }
 
+/* Maps size bytes of fd shared into out; errno kept on failure. */
+static sp_status
+sp_shm_map(int fd, size_t size, sp_shm *out)
+{
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+    if (base == MAP_FAILED) {
+        return errno == ENOMEM ? SP_ERR_NOMEM : SP_ERR_IO;
+    }
+    out->fd = fd;
+    out->base = base;
+    out->size = size;
+    return SP_OK;
+}
+
 sp_status
 sp_shm_create(uint32_t slots, size_t ring_bytes, sp_shm *out)
 {
     size_t need, size;
-    void *base;
     int fd, saved;
     sp_status st;
 
@@ -51,31 +65,24 @@ sp_shm_create(uint32_t slots, size_t ring_bytes, sp_shm *out)
         errno = saved;
         return saved == ENOMEM || saved == ENOSPC ? SP_ERR_NOMEM : SP_ERR_IO;
     }
-    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
+    st = sp_shm_map(fd, size, out);
+    if (st != SP_OK) {
         saved = errno;
         close(fd);
         errno = saved;
-        return saved == ENOMEM ? SP_ERR_NOMEM : SP_ERR_IO;
-    }
-    st = sp_region_init(base, size, slots, ring_bytes);
-    if (st != SP_OK) {
-        munmap(base, size);
-        close(fd);
         return st;
     }
-    out->fd = fd;
-    out->base = base;
-    out->size = size;
-    return SP_OK;
+    st = sp_region_init(out->base, size, slots, ring_bytes);
+    if (st != SP_OK) {
+        sp_shm_close(out);
+    }
+    return st;
 }
 
 sp_status
 sp_shm_open_fd(int fd, sp_shm *out)
 {
     struct stat sb;
-    void *base;
-    size_t size;
 
     memset(out, 0, sizeof(*out));
     out->fd = -1;
@@ -85,15 +92,8 @@ sp_shm_open_fd(int fd, sp_shm *out)
     {
         return SP_ERR_INVALID;
     }
-    size = (size_t)sb.st_size;
-    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        return SP_ERR_IO;
-    }
-    out->fd = fd;
-    out->base = base;
-    out->size = size;
-    return SP_OK;
+    return sp_shm_map(fd, (size_t)sb.st_size, out) == SP_OK ? SP_OK
+                                                             : SP_ERR_IO;
 }
 
 void

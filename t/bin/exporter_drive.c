@@ -21,6 +21,7 @@
  * Prints: "exporter PID", "driver PID", "written samples=N spans=N
  * ring_full=N", "exporter_hwm_kb N", "exporter_exit N|signal N".
  */
+#include "sp_clock.h"
 #include "sp_config.h"
 #include "sp_exporter_launch.h"
 #include "sp_record.h"
@@ -50,24 +51,6 @@ env(void *ctx, const char *name)
 {
     (void)ctx;
     return getenv(name);
-}
-
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void
@@ -135,7 +118,7 @@ write_sample(sp_ring *ring, uint8_t source, uint32_t i, int wait)
     size_t    len;
 
     memset(&s, 0, sizeof(s));
-    s.time_ns = now_ns();
+    s.time_ns = sp_realtime_ns();
     s.period_ns = 10000000;
     s.pid = (uint32_t)getpid();
     s.tid = (uint32_t)syscall(SYS_gettid);
@@ -181,7 +164,7 @@ write_span(sp_ring *ring, uint32_t i, int wait)
     sp.kind = SP_SPAN_KIND_SERVER;
     sp.status_code = SP_STATUS_ERROR;
     sp.pid = (uint32_t)getpid();
-    sp.end_ns = now_ns();
+    sp.end_ns = sp_realtime_ns();
     sp.start_ns = sp.end_ns - 2500000;
     sp.name = "GET /drive";
     sp.name_len = strlen(sp.name);
@@ -323,7 +306,7 @@ main(int argc, char **argv)
             write_span(ring, k, 1);
         }
     } else {
-        uint64_t start = mono_ms(), batches = for_ms / every_ms, b;
+        uint64_t start = sp_monotonic_ms(), batches = for_ms / every_ms, b;
         uint32_t s_done = 0, p_done = 0;
 
         for (b = 1; b <= batches; b++) {
@@ -336,16 +319,16 @@ main(int argc, char **argv)
             for (; p_done < p_to; p_done++) {
                 write_span(ring, p_done, 1);
             }
-            while (mono_ms() < start + b * every_ms) {
+            while (sp_monotonic_ms() < start + b * every_ms) {
                 sleep_ms(1);
             }
         }
     }
     if (flood_ms > 0) {
-        uint64_t end = mono_ms() + flood_ms;
+        uint64_t end = sp_monotonic_ms() + flood_ms;
         uint32_t k = 0;
 
-        while (mono_ms() < end) {
+        while (sp_monotonic_ms() < end) {
             for (int j = 0; j < 64; j++, k++) {
                 write_sample(ring, source, k, 0);
                 if ((k & 15) == 0) {
