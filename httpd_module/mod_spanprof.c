@@ -1,19 +1,43 @@
 /*
  * spanprof for Apache httpd: the adapter between httpd and spanprof's core.
- * For now: the directives of every setting, their merge, and the startup
- * line with the effective configuration.
+ *
+ * The parent creates the shared memory (a memfd the exporter maps too) once
+ * per process, kept in the process pool across restarts, and starts the
+ * exporter the way mod_cgid starts its daemon: as the children's User,
+ * watched with apr_proc_other_child_register, replaced on every restart.
+ * Each child claims a ring. A request's entry span starts in
+ * post_read_request and ends with the initial request's pool; the trace
+ * headers reach mod_proxy through r->headers_in, set in fixups; the thread
+ * (or process, under prefork) serving it is sampled on the wall clock, so
+ * the time it spends blocked on a backend is sampled too.
  */
 
 #include "httpd.h"
 #include "http_config.h"
 #include "http_core.h"
 #include "http_log.h"
+#include "http_protocol.h"
+#include "http_request.h"
+#include "ap_mpm.h"
+#include "unixd.h"
 
 #include "apr_strings.h"
+#include "apr_thread_proc.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <sp_config.h>
+#include <sp_entry.h>
+#include <sp_exporter_launch.h>
+#include <sp_ring.h>
+#include <sp_sampler.h>
+#include <sp_shm.h>
+
+#define SPANPROF_SLOTS       256
+#define SPANPROF_RING_BYTES  (1024 * 1024)
+#define SPANPROF_SHM_KEY     "spanprof-shm"
 
 APLOG_USE_MODULE(spanprof);
 
@@ -33,6 +57,28 @@ typedef enum {
 typedef struct {
     spanprof_switch  enable;
 } spanprof_dir_conf;
+
+/* One request's entry span, kept with the initial request. */
+typedef struct {
+    sp_entry      entry;
+    request_rec  *initial;
+    const char   *traceparent;
+    const char   *tracestate;
+    const char   *baggage;
+    int           sampling;
+    int           finished;
+} spanprof_request;
+
+/* Per child process. */
+static sp_region        *spanprof_region;
+static sp_ring          *spanprof_ring;
+static sp_sampler       *spanprof_sampler;
+static sp_idgen         *spanprof_ids;
+static sp_entry_policy   spanprof_policy;
+static int               spanprof_active;
+
+/* In the parent: the exporter of the current generation. */
+static apr_proc_t       *spanprof_exporter;
 
 static apr_status_t
 spanprof_destroy_config(void *data)
@@ -176,6 +222,392 @@ spanprof_test_config(apr_pool_t *pconf, server_rec *s)
     spanprof_complete(s, 0);
 }
 
+/*
+ * The shared memory lives as long as the parent: in the process pool,
+ * which survives restarts (module statics do not: httpd reloads modules).
+ */
+static sp_shm *
+spanprof_shm(server_rec *s)
+{
+    apr_pool_t *pp = s->process->pool;
+    sp_shm     *shm = NULL;
+
+    apr_pool_userdata_get((void **) &shm, SPANPROF_SHM_KEY, pp);
+    if (shm != NULL) {
+        return shm->base != NULL ? shm : NULL;
+    }
+    shm = apr_pcalloc(pp, sizeof(*shm));
+    if (sp_shm_create(SPANPROF_SLOTS, SPANPROF_RING_BYTES, shm) != SP_OK) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, errno, s,
+                     "spanprof: shared memory could not be created, spans "
+                     "and profiles are not recorded");
+        shm->base = NULL;
+    }
+    apr_pool_userdata_set(shm, SPANPROF_SHM_KEY, apr_pool_cleanup_null, pp);
+    return shm->base != NULL ? shm : NULL;
+}
+
+static void spanprof_exporter_event(int reason, void *data, int status);
+
+static apr_status_t
+spanprof_exporter_spawn(server_rec *s)
+{
+    sp_exporter_launch  l;
+    char                exe[4096];
+    int                 pid;
+    sp_shm             *shm = spanprof_shm(s);
+
+    if (shm == NULL) {
+        return APR_EGENERAL;
+    }
+    if (sp_exporter_default_path(exe, sizeof(exe)) == 0
+        || strlen(exe) >= sizeof(exe))
+    {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
+                     "spanprof: exporter executable not found, set "
+                     SP_EXPORTER_PATH_ENV);
+        return APR_EGENERAL;
+    }
+    memset(&l, 0, sizeof(l));
+    l.path = exe;
+    l.config = spanprof_main_conf(s)->config;
+    l.server = "httpd";
+    l.server_version = ap_get_server_description();
+    l.server_exe = "/proc/self/exe";
+    l.region_fd = shm->fd;
+    l.log_fd = -1;          /* the parent's stderr is the error log */
+    l.title = "spanprof-exporter: httpd";
+    if (geteuid() == 0) {
+        l.set_ids = true;
+        l.uid = ap_unixd_config.user_id;
+        l.gid = ap_unixd_config.group_id;
+    }
+    if (sp_exporter_spawn(&l, &pid) != SP_OK) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, errno, s,
+                     "spanprof: exporter \"%s\" could not be started", exe);
+        return APR_EGENERAL;
+    }
+    spanprof_exporter->pid = pid;
+    ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
+                 "spanprof: exporter process %d started", pid);
+    return APR_SUCCESS;
+}
+
+/* The exporter died: start another; a restart or stop: let it flush. */
+static void
+spanprof_exporter_event(int reason, void *data, int status)
+{
+    server_rec *s = data;
+
+    switch (reason) {
+    case APR_OC_REASON_DEATH:
+    case APR_OC_REASON_LOST:
+        apr_proc_other_child_unregister(data);
+        if (spanprof_exporter_spawn(s) == APR_SUCCESS) {
+            apr_proc_other_child_register(spanprof_exporter,
+                                          spanprof_exporter_event, s, NULL,
+                                          s->process->pconf);
+        }
+        break;
+    case APR_OC_REASON_RESTART:
+    case APR_OC_REASON_UNREGISTER:
+        /* APR walks its list while calling us here: never unregister. */
+        if (spanprof_exporter != NULL && spanprof_exporter->pid > 0) {
+            kill(spanprof_exporter->pid, SIGTERM);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Runs when pconf goes (restart, stop): the exporter of this generation
+ * flushes and leaves; the next post_config starts a new one. */
+static apr_status_t
+spanprof_exporter_stop(void *data)
+{
+    if (spanprof_exporter != NULL && spanprof_exporter->pid > 0) {
+        kill(spanprof_exporter->pid, SIGTERM);
+        spanprof_exporter->pid = 0;
+    }
+    spanprof_exporter = NULL;
+    return APR_SUCCESS;
+}
+
+static void
+spanprof_start_exporter(apr_pool_t *pconf, server_rec *s)
+{
+    spanprof_exporter = apr_pcalloc(pconf, sizeof(apr_proc_t));
+    if (spanprof_exporter_spawn(s) != APR_SUCCESS) {
+        return;
+    }
+    apr_proc_other_child_register(spanprof_exporter, spanprof_exporter_event,
+                                  s, NULL, pconf);
+    apr_pool_cleanup_register(pconf, NULL, spanprof_exporter_stop,
+                              apr_pool_cleanup_null);
+}
+
+/* ---- children */
+
+static apr_status_t
+spanprof_child_exit(void *data)
+{
+    sp_sampler_destroy(spanprof_sampler);
+    spanprof_sampler = NULL;
+    if (spanprof_ring != NULL) {
+        sp_region_release(spanprof_ring);
+        spanprof_ring = NULL;
+    }
+    spanprof_active = 0;
+    return APR_SUCCESS;
+}
+
+static void
+spanprof_child_init(apr_pool_t *pchild, server_rec *s)
+{
+    sp_config          *c = spanprof_main_conf(s)->config;
+    sp_shm             *shm;
+    sp_sampler_options  o;
+    sp_status           st;
+
+    apr_pool_userdata_get((void **) &shm, SPANPROF_SHM_KEY,
+                          s->process->pool);
+    if (!sp_config_flag(c, SP_SETTING_ENABLED) || shm == NULL
+        || shm->base == NULL
+        || sp_region_attach(shm->base, shm->size, &spanprof_region) != SP_OK)
+    {
+        return;
+    }
+    spanprof_ring = sp_region_claim(spanprof_region, (uint32_t) getpid());
+    spanprof_ids = sp_idgen_create();
+    if (spanprof_ring == NULL || spanprof_ids == NULL) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
+                     "spanprof: no ring left in the shared memory, nothing "
+                     "is recorded by this child");
+        spanprof_ring = NULL;
+        return;
+    }
+    sp_entry_policy_from_config(c, &spanprof_policy);
+    spanprof_active = 1;
+    apr_pool_cleanup_register(pchild, NULL, spanprof_child_exit,
+                              apr_pool_cleanup_null);
+
+    memset(&o, 0, sizeof(o));
+    if (sp_config_flag(c, SP_SETTING_SNAPSHOT_PROFILER_ENABLED)) {
+        o.snapshot_interval_ms = (uint32_t) sp_config_integer(c,
+            SP_SETTING_SNAPSHOT_SAMPLING_INTERVAL);
+    }
+    if (sp_config_flag(c, SP_SETTING_PROFILER_ENABLED)) {
+        o.continuous_interval_ms = (uint32_t) sp_config_integer(c,
+            SP_SETTING_PROFILER_CALL_STACK_INTERVAL);
+    }
+    if (o.snapshot_interval_ms == 0 && o.continuous_interval_ms == 0) {
+        return;
+    }
+    o.max_depth = (uint16_t) sp_config_integer(c,
+        SP_SETTING_PROFILER_MAX_STACK_DEPTH);
+    /* Wall clock: a request blocked on a backend is sampled too. */
+    o.clock = SP_SAMPLER_CLOCK_WALL;
+    st = sp_sampler_create(&o, spanprof_ring, &spanprof_sampler);
+    if (st == SP_OK) {
+        st = sp_sampler_start(spanprof_sampler);
+    }
+    if (st != SP_OK) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,
+                     "spanprof: %s, this child runs without profiling",
+                     st == SP_ERR_SIGNAL_BUSY ? "another module owns SIGPROF"
+                                              : "the sampler could not start");
+        sp_sampler_destroy(spanprof_sampler);
+        spanprof_sampler = NULL;
+    }
+}
+
+/* ---- requests */
+
+static request_rec *
+spanprof_initial(request_rec *r)
+{
+    while (r->main != NULL) {
+        r = r->main;
+    }
+    while (r->prev != NULL) {
+        r = r->prev;
+    }
+    return r;
+}
+
+static spanprof_request *
+spanprof_request_of(request_rec *r)
+{
+    return ap_get_module_config(spanprof_initial(r)->request_config,
+                                &spanprof_module);
+}
+
+static int
+spanprof_enabled_here(request_rec *r)
+{
+    spanprof_dir_conf *d = ap_get_module_config(r->per_dir_config,
+                                                &spanprof_module);
+
+    return d == NULL || d->enable != SPANPROF_OFF;
+}
+
+static apr_status_t
+spanprof_request_done(void *data)
+{
+    spanprof_request *sr = data;
+    request_rec      *r = sr->initial, *last = r;
+    sp_entry_http     h;
+    apr_port_t        port;
+    const char       *ua;
+
+    if (sr->finished) {
+        return APR_SUCCESS;
+    }
+    sr->finished = 1;
+    if (sr->sampling) {
+        sp_sampler_leave(spanprof_sampler);
+    }
+    while (last->next != NULL) {
+        last = last->next;
+    }
+    if (!spanprof_enabled_here(last) || spanprof_ring == NULL) {
+        return APR_SUCCESS;
+    }
+
+    memset(&h, 0, sizeof(h));
+    h.method = r->method;
+    h.method_len = r->method ? strlen(r->method) : 0;
+    if (last->handler != NULL && strcmp(last->handler, "default-handler")) {
+        h.route = last->handler;
+        h.route_len = strlen(last->handler);
+    }
+    h.path = r->parsed_uri.path;
+    h.path_len = h.path ? strlen(h.path) : 0;
+    h.query = r->parsed_uri.query;
+    h.query_len = h.query ? strlen(h.query) : 0;
+    h.scheme = ap_http_scheme(r);
+    h.scheme_len = h.scheme ? strlen(h.scheme) : 0;
+    h.server_address = r->hostname;
+    h.server_address_len = r->hostname ? strlen(r->hostname) : 0;
+    port = r->connection->local_addr ? r->connection->local_addr->port : 0;
+    h.server_port = port;
+    h.client_address = r->useragent_ip;
+    h.client_address_len = r->useragent_ip ? strlen(r->useragent_ip) : 0;
+    h.peer_address = r->connection->client_ip;
+    h.peer_address_len = h.peer_address ? strlen(h.peer_address) : 0;
+    h.protocol_version = r->proto_num >= HTTP_VERSION(2, 0) ? "2"
+                         : r->proto_num == HTTP_VERSION(1, 0) ? "1.0"
+                         : "1.1";
+    h.protocol_version_len = strlen(h.protocol_version);
+    ua = apr_table_get(r->headers_in, "User-Agent");
+    h.user_agent = ua;
+    h.user_agent_len = ua ? strlen(ua) : 0;
+    h.status = last->status;
+    if (r->connection->aborted && last->status < 400) {
+        h.status = 499;
+    }
+    h.pid = (uint32_t) getpid();
+    (void) sp_entry_finish(&sr->entry, &h, spanprof_ring);
+    return APR_SUCCESS;
+}
+
+static int
+spanprof_post_read_request(request_rec *r)
+{
+    char              scratch[SP_ENTRY_SCRATCH_SIZE];
+    sp_entry_headers  in;
+    spanprof_request *sr;
+
+    if (!spanprof_active || r->main != NULL || r->prev != NULL
+        || !spanprof_enabled_here(r))
+    {
+        return DECLINED;
+    }
+    memset(&in, 0, sizeof(in));
+    in.traceparent = apr_table_get(r->headers_in, "traceparent");
+    in.traceparent_len = in.traceparent ? strlen(in.traceparent) : 0;
+    in.tracestate = apr_table_get(r->headers_in, "tracestate");
+    in.tracestate_len = in.tracestate ? strlen(in.tracestate) : 0;
+    in.baggage = apr_table_get(r->headers_in, "baggage");
+    in.baggage_len = in.baggage ? strlen(in.baggage) : 0;
+
+    sr = apr_pcalloc(r->pool, sizeof(*sr));
+    sp_entry_begin(&spanprof_policy, spanprof_ids, &in, scratch,
+                   sizeof(scratch), &sr->entry);
+    sr->initial = r;
+    sr->traceparent = apr_pstrdup(r->pool, sr->entry.traceparent);
+    sr->tracestate = sr->entry.tracestate
+        ? apr_pstrmemdup(r->pool, sr->entry.tracestate,
+                         sr->entry.tracestate_len) : NULL;
+    sr->baggage = sr->entry.baggage
+        ? apr_pstrmemdup(r->pool, sr->entry.baggage, sr->entry.baggage_len)
+        : NULL;
+    sr->entry.tracestate = sr->tracestate;
+    sr->entry.baggage = sr->baggage;
+    ap_set_module_config(r->request_config, &spanprof_module, sr);
+    apr_pool_cleanup_register(r->pool, sr, spanprof_request_done,
+                              apr_pool_cleanup_null);
+
+    if (sr->entry.selection.profiled && spanprof_sampler != NULL) {
+        sp_sampler_enter(spanprof_sampler, sr->entry.ctx.trace_id,
+                         sr->entry.ctx.span_id);
+        sr->sampling = 1;
+    }
+    return DECLINED;
+}
+
+/* Before the handler of every (redirected) request: headers for mod_proxy
+ * and variables for LogFormat. */
+static int
+spanprof_fixups(request_rec *r)
+{
+    spanprof_request *sr = spanprof_request_of(r);
+    char              hex[33];
+
+    if (sr == NULL || !spanprof_enabled_here(r)) {
+        return DECLINED;
+    }
+    if (spanprof_policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
+        apr_table_set(r->headers_in, "traceparent", sr->traceparent);
+        if (sr->tracestate != NULL) {
+            apr_table_set(r->headers_in, "tracestate", sr->tracestate);
+        } else {
+            apr_table_unset(r->headers_in, "tracestate");
+        }
+    }
+    if (spanprof_policy.propagators & SP_PROPAGATOR_BAGGAGE) {
+        if (sr->baggage != NULL) {
+            apr_table_set(r->headers_in, "baggage", sr->baggage);
+        } else {
+            apr_table_unset(r->headers_in, "baggage");
+        }
+    }
+    sp_hex_format(sr->entry.ctx.trace_id, 16, hex);
+    apr_table_set(r->subprocess_env, "SPANPROF_TRACE_ID", hex);
+    sp_hex_format(sr->entry.ctx.span_id, 8, hex);
+    apr_table_set(r->subprocess_env, "SPANPROF_SPAN_ID", hex);
+    apr_table_set(r->subprocess_env, "SPANPROF_TRACEPARENT", sr->traceparent);
+    apr_table_set(r->subprocess_env, "SPANPROF_BAGGAGE",
+                  sr->baggage ? sr->baggage : "");
+    apr_table_set(r->subprocess_env, "SPANPROF_SNAPSHOT",
+                  sr->entry.selection.profiled ? "1" : "0");
+    return DECLINED;
+}
+
+/* The response is logged: the thread's work for the request is over. */
+static int
+spanprof_log_transaction(request_rec *r)
+{
+    spanprof_request *sr = spanprof_request_of(r);
+
+    if (sr != NULL && sr->sampling) {
+        sp_sampler_leave(spanprof_sampler);
+        sr->sampling = 0;
+    }
+    return DECLINED;
+}
+
 static int
 spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
                      server_rec *s)
@@ -192,6 +624,13 @@ spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     line = apr_palloc(ptemp, len);
     sp_config_describe(spanprof_main_conf(s)->config, line, len);
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "%s", line);
+
+    if (!sp_config_flag(spanprof_main_conf(s)->config, SP_SETTING_ENABLED)
+        || spanprof_shm(s) == NULL)
+    {
+        return OK;
+    }
+    spanprof_start_exporter(pconf, s);
     return OK;
 }
 
@@ -200,6 +639,12 @@ spanprof_register_hooks(apr_pool_t *p)
 {
     ap_hook_test_config(spanprof_test_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_post_config(spanprof_post_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_child_init(spanprof_child_init, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,
+                              APR_HOOK_REALLY_FIRST);
+    ap_hook_fixups(spanprof_fixups, NULL, NULL, APR_HOOK_REALLY_LAST);
+    ap_hook_log_transaction(spanprof_log_transaction, NULL, NULL,
+                            APR_HOOK_REALLY_LAST);
 }
 
 static const command_rec spanprof_commands[] = {

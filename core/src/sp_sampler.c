@@ -337,6 +337,16 @@ sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
         return false;
     }
     pthread_setspecific(s->thread_key, s);
+    /* Servers block signals in their worker threads (httpd's threaded
+     * MPMs leave them to one thread): a thread that works for a selected
+     * span must take ours. */
+    {
+        sigset_t ours;
+
+        sigemptyset(&ours);
+        sigaddset(&ours, s->o.signo);
+        pthread_sigmask(SIG_UNBLOCK, &ours, NULL);
+    }
     t->timer = timer;
     t->armed = false;
     t->generation = s->generation;

@@ -116,6 +116,9 @@ sub spawn {
     my $pid = fork;
     die "fork: $!" unless defined $pid;
     if ($pid == 0) {
+        # A group of its own: httpd's prefork signals its whole process
+        # group when it stops, and the test must not be in it.
+        setpgrp(0, 0);
         %ENV = (%ENV, %{ $env // {} });
         open STDOUT, '>>', $log;
         open STDERR, '>>', $log;
