@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 static sp_exporter_loop *volatile sp_running;
+/* A stop asked before the loop existed. */
+static volatile sig_atomic_t sp_stop_asked;
 
 static void
 sp_write_line(const char *level, const char *message)
@@ -99,6 +101,7 @@ static void
 sp_on_signal(int sig)
 {
     (void)sig;
+    sp_stop_asked = 1;
     if (sp_running != NULL) {
         sp_exporter_stop(sp_running);
     }
@@ -207,6 +210,9 @@ main(int argc, char **argv)
         return 1;
     }
     sp_running = e;
+    if (sp_stop_asked) {
+        sp_exporter_stop(e);
+    }
 
     /* Endpoints carry no secret; headers are never logged. */
     snprintf(msg, sizeof(msg),
