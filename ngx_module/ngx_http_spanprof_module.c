@@ -121,6 +121,8 @@ static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
+static ngx_table_elt_t *ngx_http_spanprof_next_header(
+    ngx_list_part_t **part, ngx_uint_t *i);
 static void ngx_http_spanprof_read_headers(ngx_http_request_t *r,
     sp_entry_headers *in);
 static ngx_uint_t ngx_http_spanprof_header_bit(ngx_table_elt_t *h);
@@ -1092,6 +1094,27 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
 }
 
 
+/* The next element of a header list, or NULL after the last; start with
+ * *part at the list's first part and *i at 0. */
+static ngx_table_elt_t *
+ngx_http_spanprof_next_header(ngx_list_part_t **part, ngx_uint_t *i)
+{
+    ngx_table_elt_t  *h;
+
+    while (*i >= (*part)->nelts) {
+        if ((*part)->next == NULL) {
+            return NULL;
+        }
+        *part = (*part)->next;
+        *i = 0;
+    }
+
+    h = (*part)->elts;
+
+    return &h[(*i)++];
+}
+
+
 /*
  * The first traceparent; tracestate and baggage are list headers, so
  * repeated ones are joined with "," as one value (W3C says so for both).
@@ -1108,24 +1131,15 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
 
     ngx_memzero(in, sizeof(sp_entry_headers));
     part = &r->headers_in.headers.part;
-    h = part->elts;
+    i = 0;
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        bit = ngx_http_spanprof_header_bit(&h[i]);
+    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
+        bit = ngx_http_spanprof_header_bit(h);
 
         if (bit == NGX_HTTP_SPANPROF_TRACEPARENT) {
             if (in->traceparent == NULL) {
-                in->traceparent = (char *) h[i].value.data;
-                in->traceparent_len = h[i].value.len;
+                in->traceparent = (char *) h->value.data;
+                in->traceparent_len = h->value.len;
             }
             continue;
         }
@@ -1143,21 +1157,21 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
         }
 
         if (*value == NULL) {
-            *value = (char *) h[i].value.data;
-            *len = h[i].value.len;
+            *value = (char *) h->value.data;
+            *len = h->value.len;
             continue;
         }
 
-        p = ngx_pnalloc(r->pool, *len + 1 + h[i].value.len);
+        p = ngx_pnalloc(r->pool, *len + 1 + h->value.len);
         if (p == NULL) {
             continue;
         }
 
         ngx_memcpy(p, *value, *len);
         p[*len] = ',';
-        ngx_memcpy(p + *len + 1, h[i].value.data, h[i].value.len);
+        ngx_memcpy(p + *len + 1, h->value.data, h->value.len);
         *value = (char *) p;
-        *len += 1 + h[i].value.len;
+        *len += 1 + h->value.len;
     }
 }
 
@@ -1289,19 +1303,10 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     /* In place, unless a header is repeated or must go. */
     seen = 0;
     part = &r->headers_in.headers.part;
-    h = part->elts;
+    i = 0;
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        bit = ngx_http_spanprof_header_bit(&h[i]) & mask;
+    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
+        bit = ngx_http_spanprof_header_bit(h) & mask;
 
         if (bit & (seen | empty)) {
             if (ngx_http_spanprof_rebuild(r, mask, ctx->orig) != NGX_OK) {
@@ -1315,19 +1320,10 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     }
 
     part = &r->headers_in.headers.part;
-    h = part->elts;
+    i = 0;
 
-    for (i = 0; seen != 0; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        bit = ngx_http_spanprof_header_bit(&h[i]) & mask;
+    while (seen && (h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
+        bit = ngx_http_spanprof_header_bit(h) & mask;
         if (bit == 0) {
             continue;
         }
@@ -1337,8 +1333,8 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
             return NGX_ERROR;
         }
 
-        *o = h[i];
-        h[i].value = value[bit];
+        *o = *h;
+        h->value = value[bit];
     }
 
     for (i = 0; i < 3; i++) {
@@ -1416,19 +1412,10 @@ ngx_http_spanprof_rebuild(ngx_http_request_t *r, ngx_uint_t mask,
     }
 
     part = &old.part;
-    h = part->elts;
+    i = 0;
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (ngx_http_spanprof_header_bit(&h[i]) & mask) {
+    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
+        if (ngx_http_spanprof_header_bit(h) & mask) {
             c = removed ? ngx_array_push(removed) : NULL;
 
         } else {
@@ -1436,7 +1423,7 @@ ngx_http_spanprof_rebuild(ngx_http_request_t *r, ngx_uint_t mask,
         }
 
         if (c != NULL) {
-            *c = h[i];
+            *c = *h;
         }
     }
 
