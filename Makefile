@@ -125,7 +125,10 @@ $(BUILD)/nginx/Makefile: config Makefile
 $(NGX_MODULE): $(CORE_LIB) $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.c ngx_module/*.h) $(CORE_HDRS)
 	rm -f $(B)/nginx/ngx_http_spanprof_module.so
 	$(MAKE) --no-print-directory -f $(B)/nginx/Makefile -C $(NGINX_SRC) modules
-	cp $(B)/nginx/ngx_http_spanprof_module.so $@
+	@# A new file, renamed over the old: nginx processes still running the
+	@# old one (tests, a reload) would crash if it were rewritten in place.
+	cp $(B)/nginx/ngx_http_spanprof_module.so $@.tmp
+	mv -f $@.tmp $@
 
 # --- httpd: apxs builds and links with libtool in its own directory
 
