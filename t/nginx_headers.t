@@ -20,6 +20,7 @@ use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_start
                         stop);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
+use Spanprof::Cases qw(curl_case log_case upstream_case spans wait_spans);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -68,73 +69,30 @@ my %env = (
 my $nginx = nginx_start($dir, $port, %env);
 ok($nginx, 'nginx starts with the module') or BAIL_OUT(read_file("$dir/error.log"));
 
-my $serial = 0;
-
-# One request through curl; returns its case id, to find its access log
-# line and what the upstream got.
+# One request through curl; returns its case id (to find its access log
+# line and what the upstream got) and HTTP code.
 sub request {
     my (%o) = @_;
-    my $case = ++$serial;
-    my @cmd = ('curl', '-s', '-m', '10', '-o', '/dev/null',
-               '-w', '%{http_code}', '-H', "x-case: $case");
-    push @cmd, '--http2-prior-knowledge' if $o{h2};
-    push @cmd, '-H', "$_->[0]: $_->[1]" for @{ $o{headers} // [] };
-    push @cmd, sprintf('http://127.0.0.1:%d%s', $o{h2} ? $h2 : $port,
-                       $o{path} // '/proxy');
-    open my $fh, '-|', @cmd or die "curl: $!";
-    my $code = <$fh> // '';
-    close $fh;
+    my ($case, $code) = curl_case(%o,
+        url => sprintf('http://127.0.0.1:%d%s', $o{h2} ? $h2 : $port,
+                       $o{path} // '/proxy'));
     return ($case, $code);
 }
 
 sub log_line {
-    my ($case) = @_;
-    my $end = time + 10;
-    while (time < $end) {
-        for (split /\n/, read_file("$dir/sp.log")) {
-            my @f = split /\|/, $_, -1;
-            return {
-                trace_id => $f[1], span_id => $f[2], snapshot => $f[3],
-                traceparent => $f[4], baggage => $f[5], status => $f[6],
-            } if $f[0] eq $case;
-        }
-        sleep 0.02;
-    }
-    return undef;
+    log_case("$dir/sp.log", $_[0],
+             qw(trace_id span_id snapshot traceparent baggage status));
 }
 
 sub upstream_got {
-    my ($case) = @_;
-    my $end = time + 10;
-    while (time < $end) {
-        for my $r ($up->requests) {
-            return $r->{headers}
-                if ($r->{headers}{'x-case'}[0] // '') eq $case;
-        }
-        sleep 0.02;
-    }
-    return undef;
-}
-
-sub spans {
-    my @spans;
-    for my $req ($recv->requests) {
-        next unless $req->{signal} eq 'traces';
-        for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
-            push @spans, @{ $_->{spans} // [] } for @{ $rs->{scopeSpans} };
-        }
-    }
-    return @spans;
+    my ($r) = upstream_case($up, $_[0]);
+    return $r && $r->{headers};
 }
 
 sub span_of {
-    my ($span_id, $timeout) = @_;
-    my $end = time + ($timeout // 10);
-    while (1) {
-        for (spans()) { return $_ if $_->{spanId} eq $span_id }
-        return undef if time >= $end;
-        sleep 0.05;
-    }
+    my ($span_id) = @_;
+    my ($s) = wait_spans($recv, sub { $_[0]{spanId} eq $span_id });
+    return $s;
 }
 
 sub members { split /,/, $_[0] // '' }
@@ -316,11 +274,12 @@ for my $c (@check) {
 
 # Unsampled entry spans are not exported (checked last: by now every
 # sampled span has arrived, and they were sent in between).
-my %exported = map { $_->{spanId} => 1 } spans();
+my %exported = map { $_->{spanId} => 1 } spans($recv);
 for my $c (grep { $_->{absent} } @check) {
     ok(!$exported{ $c->{absent} }, "$c->{what}: span not exported");
 }
-is(scalar(grep { $_->{traceId} eq $IN_TRACE && !$_->{parentSpanId} } spans()),
+is(scalar(grep { $_->{traceId} eq $IN_TRACE && !$_->{parentSpanId} }
+           spans($recv)),
    0, 'no exported span takes the incoming trace without its parent');
 
 # ---- selection through nginx: highest, off, and random trace ids

@@ -26,6 +26,7 @@ use Spanprof::Server qw(new_dir write_file read_file free_port nginx_conf
                         nginx_start stop);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
+use Spanprof::Cases qw(curl_case log_case upstream_case spans wait_spans);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -103,80 +104,32 @@ my $nginx = nginx_start($dir, $port,
     OTEL_BSP_SCHEDULE_DELAY          => '100');
 ok($nginx, 'nginx starts') or BAIL_OUT(read_file("$dir/error.log"));
 
-my $serial = 0;
+my $traces = 0;
 
 # A request with its own incoming trace id; returns (case, trace id, body,
 # HTTP code).
 sub request {
     my (%o) = @_;
-    my $case = ++$serial;
-    my $trace = sprintf '%032x', 0xabc000 + $case;
-    my @cmd = ('curl', '-s', '-m', $o{timeout} // 10,
-               '-w', '|%{http_code}', '-H', "x-case: $case",
-               '-H', "traceparent: 00-$trace-$PARENT-01");
-    push @cmd, '--http2-prior-knowledge' if $o{h2};
-    push @cmd, '-H', "$_->[0]: $_->[1]" for @{ $o{headers} // [] };
-    push @cmd, sprintf('http://127.0.0.1:%d%s',
-                       $o{port} // ($o{h2} ? $h2 : $port), $o{path});
-    open my $fh, '-|', @cmd or die "curl: $!";
-    local $/;
-    my $out = <$fh> // '';
-    close $fh;
-    my ($body, $code) = $out =~ /^(.*)\|(\d+)$/s;
-    return ($case, $trace, $body // '', $code // 0);
+    my $trace = sprintf '%032x', 0xabc000 + ++$traces;
+    my ($case, $code, $body) = curl_case(%o,
+        headers => [ [ traceparent => "00-$trace-$PARENT-01" ],
+                     @{ $o{headers} // [] } ],
+        url => sprintf('http://127.0.0.1:%d%s',
+                       $o{port} // ($o{h2} ? $h2 : $port), $o{path}));
+    return ($case, $trace, $body, $code);
 }
 
 sub log_line {
-    my ($case) = @_;
-    my $end = time + 10;
-    while (time < $end) {
-        for (split /\n/, read_file("$dir/sp.log")) {
-            my @f = split /\|/, $_, -1;
-            return { trace_id => $f[1], span_id => $f[2],
-                     traceparent => $f[3], status => $f[4] }
-                if $f[0] eq $case;
-        }
-        sleep 0.02;
-    }
-    return undef;
+    log_case("$dir/sp.log", $_[0], qw(trace_id span_id traceparent status));
 }
 
 # What the upstream of $proto received for case $case, in arrival order.
-sub received {
-    my ($proto, $case, $n) = @_;
-    my $end = time + 10;
-    my @r;
-    while (time < $end) {
-        @r = grep { ($_->{headers}{'x-case'}[0] // '') eq $case }
-             $up{$proto}->requests;
-        return @r if @r >= ($n // 1);
-        sleep 0.02;
-    }
-    return @r;
-}
-
-sub spans {
-    my @spans;
-    for my $req ($recv->requests) {
-        next unless $req->{signal} eq 'traces';
-        for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
-            push @spans, @{ $_->{spans} // [] } for @{ $rs->{scopeSpans} };
-        }
-    }
-    return @spans;
-}
+sub received { upstream_case($up{ $_[0] }, $_[1], $_[2]) }
 
 # Every exported span of a trace, once the exporter had time to send it.
 sub spans_of {
-    my ($trace, $want) = @_;
-    my $end = time + 10;
-    my @s;
-    while (time < $end) {
-        @s = grep { $_->{traceId} eq $trace } spans();
-        return @s if @s >= ($want // 1);
-        sleep 0.05;
-    }
-    return @s;
+    my ($trace, $n) = @_;
+    return wait_spans($recv, sub { $_[0]{traceId} eq $trace }, $n);
 }
 
 # ---- every upstream kind, HTTP/1.1 and HTTP/2
@@ -334,10 +287,10 @@ my ($gone) = spans_of($gone_trace);
 is($gone && attribute($gone->{attributes}, 'http.response.status_code'), 499,
    'client gone: the span ends with 499');
 sleep 1;    # a second end would have been exported by now
-is(scalar(grep { $_->{traceId} eq $gone_trace } spans()), 1,
+is(scalar(grep { $_->{traceId} eq $gone_trace } spans($recv)), 1,
    'client gone: the span ends once');
 for my $o (@off) {
-    is(scalar(grep { $_->{traceId} eq $o->[1] } spans()), 0,
+    is(scalar(grep { $_->{traceId} eq $o->[1] } spans($recv)), 0,
        "$o->[0]: nothing exported");
 }
 

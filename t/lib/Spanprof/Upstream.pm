@@ -2,8 +2,9 @@ package Spanprof::Upstream;
 
 # Test upstreams that record what a server forwards to them: HTTP (for
 # proxy_pass / mod_proxy), FastCGI, uwsgi (t/bin/upstream.pl) and gRPC
-# (t/bin/grpc_upstream.js). Every upstream started here is stopped when its
-# object goes away, and at the latest when the test process ends.
+# (t/bin/grpc_upstream.js). They are run like the OTLP receiver (they say
+# "listening PORT" too), so they share its waiting and stopping: an
+# upstream is stopped when its object goes away.
 #
 #   my $up = Spanprof::Upstream->start(dir => $dir, proto => 'fastcgi');
 #   ... $up->port ...
@@ -14,12 +15,12 @@ use strict;
 use warnings;
 
 use JSON::PP ();
-use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(top_dir free_port read_file write_file);
+use Spanprof::Receiver;
+use parent -norequire, 'Spanprof::Receiver';
 
-my %running;
 my $serial = 0;
 
 sub start {
@@ -48,21 +49,13 @@ sub start {
         open STDERR, '>', $self->{stderr};
         exec @cmd or die "exec $cmd[0]: $!";
     }
-    $running{$pid} = 1;
     $self->{pid} = $pid;
-
-    my $end = time + 15;
-    while (time < $end) {
-        return $self if read_file($self->{stdout}) =~ /^listening \d+$/m;
-        last if waitpid($pid, WNOHANG) == $pid;
-        sleep 0.02;
-    }
-    my $err = read_file($self->{stderr});
+    $self->wait_listening(15) and return $self;
+    my $err = $self->stderr;
     $self->stop;
     die "the $proto upstream did not start: $err";
 }
 
-sub port  { $_[0]{port} }
 sub proto { $_[0]{proto} }
 
 sub requests {
@@ -82,36 +75,6 @@ sub wait_request {
         return undef if time >= $end;
         sleep 0.02;
     }
-}
-
-sub stop {
-    my ($self) = @_;
-    my $pid = delete $self->{pid} or return;
-    _stop_pid($pid);
-}
-
-sub _stop_pid {
-    my ($pid) = @_;
-    delete $running{$pid};
-    kill 'TERM', $pid;
-    my $end = time + 5;
-    while (time < $end) {
-        return if waitpid($pid, WNOHANG) != 0;
-        sleep 0.02;
-    }
-    kill 'KILL', $pid;
-    waitpid($pid, 0);
-}
-
-sub DESTROY {
-    my ($self) = @_;
-    local ($?, $!, $@);
-    $self->stop if $self->{pid};
-}
-
-END {
-    local $?;
-    _stop_pid($_) for keys %running;
 }
 
 1;

@@ -1,0 +1,98 @@
+package Spanprof::Cases;
+
+# Requests a test tells apart by an "x-case: N" header, and what became of
+# each: its access log line (a log_format that starts with
+# "$http_x_case|"), what a recording upstream (Spanprof::Upstream) got, and
+# the spans the OTLP receiver (Spanprof::Receiver) decoded.
+
+use strict;
+use warnings;
+
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(read_file);
+
+use Exporter 'import';
+our @EXPORT_OK = qw(curl_case log_case upstream_case spans wait_spans);
+
+my $serial = 0;
+
+# curl_case(url => $url, headers => [[name, value]...], h2 => 1,
+#           timeout => $s): (case, HTTP code, body).
+sub curl_case {
+    my (%o) = @_;
+    my $case = ++$serial;
+    my @cmd = ('curl', '-s', '-m', $o{timeout} // 10, '-w', '|%{http_code}',
+               '-H', "x-case: $case");
+    push @cmd, '--http2-prior-knowledge' if $o{h2};
+    push @cmd, '-H', "$_->[0]: $_->[1]" for @{ $o{headers} // [] };
+    push @cmd, $o{url};
+    open my $fh, '-|', @cmd or die "curl: $!";
+    local $/;
+    my $out = <$fh> // '';
+    close $fh;
+    my ($body, $code) = $out =~ /^(.*)\|(\d+)$/s;
+    return ($case, $code // 0, $body // '');
+}
+
+# The fields after the case of its access log line, named by @names;
+# undef if it does not show within 10 s.
+sub log_case {
+    my ($file, $case, @names) = @_;
+    my $end = time + 10;
+    while (time < $end) {
+        for (split /\n/, read_file($file)) {
+            my ($c, @f) = split /\|/, $_, -1;
+            next unless $c eq $case;
+            my %line;
+            @line{@names} = @f;
+            return \%line;
+        }
+        sleep 0.02;
+    }
+    return undef;
+}
+
+# The requests of that case the upstream got, once there are $n (default
+# 1) or after 10 s.
+sub upstream_case {
+    my ($up, $case, $n) = @_;
+    my $end = time + 10;
+    my @r;
+    while (time < $end) {
+        @r = grep { ($_->{headers}{'x-case'}[0] // '') eq $case }
+             $up->requests;
+        last if @r >= ($n // 1);
+        sleep 0.02;
+    }
+    return @r;
+}
+
+# Every span the receiver decoded so far.
+sub spans {
+    my ($recv) = @_;
+    my @spans;
+    for my $req ($recv->requests) {
+        next unless $req->{signal} eq 'traces';
+        for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
+            push @spans, @{ $_->{spans} // [] } for @{ $rs->{scopeSpans} };
+        }
+    }
+    return @spans;
+}
+
+# The spans for which $match is true, once there are $n (default 1) or
+# after 10 s.
+sub wait_spans {
+    my ($recv, $match, $n) = @_;
+    my $end = time + 10;
+    my @s;
+    while (time < $end) {
+        @s = grep { $match->($_) } spans($recv);
+        last if @s >= ($n // 1);
+        sleep 0.05;
+    }
+    return @s;
+}
+
+1;
