@@ -140,8 +140,11 @@ sub logs_requests {
         env => env_for(free_port()),
         args => [qw(--flood-ms 4000 --hold-ms 1000 --ring-bytes 4194304)]);
     my $c = check_end($h, 'flood');
-    is($c->{'ring.full'}, $h->{ring_full},
-       'flood: what the rings refused is reported');
+    # The exporter's last reading of the rings' counters comes at its own
+    # exit; a writer still flooding after that adds drops it cannot see.
+    ok($c->{'ring.full'} > 0 && $c->{'ring.full'} <= $h->{ring_full},
+       'flood: what the rings refused is reported')
+        or diag("exporter $c->{'ring.full'}, driver $h->{ring_full}");
     ok($c->{'dropped.queue_full'} > 0, 'flood: the oldest dropped, counted');
     is($c->{exported}, 0, 'flood: nothing exported');
 }

@@ -59,6 +59,13 @@ sub exporters {
         split /\n/, `ps -eo pid=,ppid=,args=`;
 }
 
+# Alive and not a zombie.
+sub running {
+    my ($pid) = @_;
+    my ($state) = read_file("/proc/$pid/stat") =~ /\) ([A-Z])/;
+    return defined $state && $state ne 'Z';
+}
+
 sub run_mpm {
     my ($mpm) = @_;
     my $dir = new_dir();
@@ -183,8 +190,14 @@ EXTRA
     }
     is(scalar @again, 1, "$mpm: kill -9: a new exporter starts");
     stop($parent);
-    sleep 0.5;
-    my @left = grep { kill 0, $_ } @again;
+    # It flushes first (at most the export timeout); a zombie is gone.
+    my @left;
+    $end = time + 15;
+    while (time < $end) {
+        @left = grep { running($_) } @again;
+        last unless @left;
+        sleep 0.1;
+    }
     is(scalar @left, 0, "$mpm: stop: the exporter is gone");
     my $errors = join "\n", grep { /:(error|crit|alert|emerg)\]/ }
         split /\n/, read_file("$dir/error.log");
