@@ -6,7 +6,8 @@
 # growing, exactly one exporter running as the workers' user, no worker or
 # helper left behind, and spans still exported after the last reload (the
 # new workers found rings). Stop leaves no process behind. With
-# "spanprof off;" at http level there is no shared memory and no exporter.
+# "spanprof off;" at http level, or OTEL_SDK_DISABLED=true, there is no
+# shared memory and no exporter.
 
 use strict;
 use warnings;
@@ -223,18 +224,22 @@ is(scalar @left, 0, 'stop: no nginx or exporter process left')
 unlike(read_file("$dir/error.log"), qr/\[(alert|emerg|crit)\]/,
        'no alert in the error log');
 
-# ---- spanprof off: nothing of it runs
+# ---- spanprof off, or OTEL_SDK_DISABLED: nothing of it runs
 
-my $off = new_dir();
-my $offport = nginx_conf($off, http => '    spanprof off;');
-$master = nginx_start($off, $offport, %env);
-ok($master, 'nginx starts with spanprof off');
-sleep 1;
-my ($offshm) = shm_of($master);
-is(scalar keys %$offshm, 0, 'spanprof off: no shared memory');
-is(scalar(exporters()), 0, 'spanprof off: no exporter');
-is(scalar(grep { $_->{args} =~ /cache manager/ } family($master)), 0,
-   'spanprof off: no helper process');
-stop($master);
+for my $c ([ 'spanprof off' => '    spanprof off;', {} ],
+           [ 'OTEL_SDK_DISABLED' => '', { OTEL_SDK_DISABLED => 'true' } ]) {
+    my ($what, $http, $extra) = @$c;
+    my $off = new_dir();
+    my $offport = nginx_conf($off, http => $http);
+    $master = nginx_start($off, $offport, %env, %$extra);
+    ok($master, "nginx starts with $what");
+    sleep 1;
+    my ($offshm) = shm_of($master);
+    is(scalar keys %$offshm, 0, "$what: no shared memory");
+    is(scalar(exporters()), 0, "$what: no exporter");
+    is(scalar(grep { $_->{args} =~ /cache manager/ } family($master)), 0,
+       "$what: no helper process");
+    stop($master);
+}
 
 done_testing();
