@@ -7,6 +7,7 @@
 #include "sp_sampler.h"
 #include "sp_objects.h"
 #include "sp_record.h"
+#include "sp_threads.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -441,26 +442,35 @@ sp_thread_is_running(pid_t tid)
     return paren != NULL && paren[1] == ' ' && paren[2] == 'R';
 }
 
-static void
-sp_sample_all_threads(sp_sampler *s, pid_t *tids)
+size_t
+sp_threads_list(pid_t except, pid_t *tids, size_t cap)
 {
     DIR           *dir;
     struct dirent *e;
-    size_t         n = 0, i;
+    size_t         n = 0;
 
     dir = opendir("/proc/self/task");
     if (dir == NULL) {
-        return;
+        return 0;
     }
-    while ((e = readdir(dir)) != NULL && n < SP_MAX_THREADS) {
+    while ((e = readdir(dir)) != NULL && n < cap) {
         pid_t tid = (pid_t)atoi(e->d_name);
 
-        if (tid > 0 && tid != s->thread_tid) {
+        if (tid > 0 && tid != except) {
             tids[n++] = tid;
         }
     }
     closedir(dir);
     qsort(tids, n, sizeof(pid_t), sp_compare_tids);
+    return n;
+}
+
+/* One round: every running thread but ours, in thread-id order. */
+static void
+sp_sample_all_threads(sp_sampler *s, pid_t *tids)
+{
+    size_t i, n = sp_threads_list(s->thread_tid, tids, SP_MAX_THREADS);
+
     for (i = 0; i < n; i++) {
         if (sp_thread_is_running(tids[i])) {
             syscall(SYS_tgkill, (pid_t)s->pid, tids[i], s->o.signo);

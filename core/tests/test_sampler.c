@@ -22,6 +22,7 @@
 #include "sp_ring.h"
 #include "sp_sampler.h"
 #include "sp_symbolizer.h"
+#include "sp_threads.h"
 
 #define RING_BYTES (8u << 20)
 #define NOINLINE __attribute__((noinline))
@@ -458,6 +459,51 @@ continuous_covers_every_running_thread_but_its_own(void **state)
     fx_close(&fx);
 }
 
+/* ---- the sweep's order */
+
+static void *
+wait_for_stop(void *arg)
+{
+    atomic_bool *stop = arg;
+
+    while (!atomic_load(stop)) {
+        usleep(1000);
+    }
+    return NULL;
+}
+
+static void
+sweep_lists_every_thread_but_one_in_thread_id_order(void **state)
+{
+    atomic_bool stop = false;
+    pthread_t   th[6];
+    pid_t       tids[64], self = (pid_t)syscall(SYS_gettid);
+    size_t      n, i;
+    int         k;
+
+    (void)state;
+    for (k = 0; k < 6; k++) {
+        assert_int_equal(pthread_create(&th[k], NULL, wait_for_stop, &stop),
+                         0);
+    }
+    n = sp_threads_list(0, tids, 64);
+    assert_int_equal(n, 7);
+    for (i = 1; i < n; i++) {
+        assert_true(tids[i - 1] < tids[i]);
+    }
+    /* The excluded one (the sampler's own thread) is left out. */
+    n = sp_threads_list(self, tids, 64);
+    assert_int_equal(n, 6);
+    for (i = 0; i < n; i++) {
+        assert_int_not_equal(tids[i], self);
+    }
+    assert_int_equal(sp_threads_list(0, tids, 3), 3);
+    atomic_store(&stop, true);
+    for (k = 0; k < 6; k++) {
+        pthread_join(th[k], NULL);
+    }
+}
+
 /* ---- blocking calls in sampled threads */
 
 typedef struct blocker {
@@ -796,6 +842,7 @@ main(void)
         cmocka_unit_test(snapshot_samples_carry_their_threads_span_and_stack),
         cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
+        cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
         cmocka_unit_test(snapshot_on_cpu_time_interrupts_no_blocked_call),
         cmocka_unit_test(
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
