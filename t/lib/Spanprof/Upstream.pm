@@ -17,7 +17,7 @@ use warnings;
 use JSON::PP ();
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(top_dir free_port read_file write_file);
+use Spanprof::Server qw(top_dir free_port read_file write_file spawn);
 use Spanprof::Receiver;
 use parent -norequire, 'Spanprof::Receiver';
 
@@ -32,8 +32,8 @@ sub start {
         proto  => $proto,
         port   => free_port(),
         out    => "$dir/upstream-$n.jsonl",
-        stdout => "$dir/upstream-$n.stdout",
-        stderr => "$dir/upstream-$n.stderr",
+        stdout => "$dir/upstream-$n.log",
+        stderr => "$dir/upstream-$n.log",
     }, $class;
     write_file($self->{out}, '');
     my @cmd = $proto eq 'grpc'
@@ -41,15 +41,7 @@ sub start {
         : ($^X, top_dir() . '/t/bin/upstream.pl', '--proto', $proto);
     push @cmd, '--port', $self->{port}, '--out', $self->{out};
 
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', $self->{stdout};
-        open STDERR, '>', $self->{stderr};
-        exec @cmd or die "exec $cmd[0]: $!";
-    }
-    $self->{pid} = $pid;
+    $self->{pid} = spawn(undef, $self->{stdout}, @cmd);
     $self->wait_listening(15) and return $self;
     my $err = $self->stderr;
     $self->stop;
