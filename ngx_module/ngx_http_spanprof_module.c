@@ -29,8 +29,10 @@
 
 
 /* The shared memory: slots for workers of this and the previous
- * generation during a reload, and a ring each. */
+ * generation during a reload (at least twice worker_processes, and some
+ * for workers still finishing from earlier reloads), and a ring each. */
 #define NGX_HTTP_SPANPROF_SLOTS        128
+#define NGX_HTTP_SPANPROF_SLOTS_SPARE  16
 #define NGX_HTTP_SPANPROF_RING_BYTES   (1024 * 1024)
 #define NGX_HTTP_SPANPROF_POLL         60000
 
@@ -77,6 +79,7 @@ static ngx_str_t  ngx_http_spanprof_headers[] = {
 
 
 static sp_shm                      ngx_http_spanprof_shm = { -1, NULL, 0 };
+static ngx_uint_t                  ngx_http_spanprof_slots;
 static sp_region                  *ngx_http_spanprof_region;
 static sp_ring                    *ngx_http_spanprof_ring;
 static sp_sampler                 *ngx_http_spanprof_sampler;
@@ -529,6 +532,8 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
 {
     size_t                          len;
     u_char                         *line;
+    ngx_uint_t                      slots;
+    ngx_core_conf_t                *ccf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
     smcf = ngx_http_cycle_get_module_main_conf(cycle,
@@ -543,8 +548,14 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
      * across reloads (the module's statics survive them), so workers of
      * the old and the new generation write into the same memory.
      */
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+    slots = 2 * (ngx_uint_t) ccf->worker_processes
+            + NGX_HTTP_SPANPROF_SLOTS_SPARE;
+
     if (smcf->enabled && ngx_http_spanprof_shm.base == NULL) {
-        if (sp_shm_create(NGX_HTTP_SPANPROF_SLOTS,
+        ngx_http_spanprof_slots = ngx_max(slots, NGX_HTTP_SPANPROF_SLOTS);
+
+        if (sp_shm_create((uint32_t) ngx_http_spanprof_slots,
                           NGX_HTTP_SPANPROF_RING_BYTES,
                           &ngx_http_spanprof_shm)
             != SP_OK)
@@ -553,6 +564,15 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
                           "spanprof: shared memory could not be created, "
                           "spans and profiles are not recorded");
         }
+
+    } else if (smcf->enabled && slots > ngx_http_spanprof_slots) {
+        /* Old workers still write into it: it cannot grow on reload. */
+        ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                      "spanprof: %ui worker processes need %ui rings, the "
+                      "shared memory has %ui until nginx is restarted; "
+                      "workers without one record nothing",
+                      (ngx_uint_t) ccf->worker_processes, slots,
+                      ngx_http_spanprof_slots);
     }
 
     len = sp_config_describe(smcf->config, NULL, 0) + 1;
