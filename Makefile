@@ -139,7 +139,22 @@ $(HTTPD_MODULE): $(CORE_LIB) $(wildcard httpd_module/*.c httpd_module/*.h) $(COR
 	    -Wc,-std=gnu11 -Wc,-Wall -Wc,-Wextra -Wc,-Werror -Wc,-Wno-unused-parameter \
 	    -I$(CURDIR)/core/include mod_spanprof.c $(abspath $(CORE_LIB)) $(CORE_LIBS) \
 	    >build.log 2>&1 || { cat build.log; exit 1; }
-	cp $(B)/httpd/.libs/mod_spanprof.so $@
+	cp $(B)/httpd/.libs/mod_spanprof.so $@.tmp && mv -f $@.tmp $@
+
+# --- install: the layout of deploy/Dockerfile. Each module starts the
+# spanprof-exporter it finds next to its own .so.
+
+PREFIX       ?= /usr
+NGX_MODDIR   ?= $(PREFIX)/lib/nginx/modules
+HTTPD_MODDIR ?= $(PREFIX)/lib/apache2/modules
+
+.PHONY: install
+install: build
+	install -d $(DESTDIR)$(NGX_MODDIR) $(DESTDIR)$(HTTPD_MODDIR)
+	install -m 0644 $(NGX_MODULE) $(DESTDIR)$(NGX_MODDIR)/
+	install -m 0755 $(BUILD)/spanprof-exporter $(DESTDIR)$(NGX_MODDIR)/
+	install -m 0644 $(HTTPD_MODULE) $(DESTDIR)$(HTTPD_MODDIR)/
+	install -m 0755 $(BUILD)/spanprof-exporter $(DESTDIR)$(HTTPD_MODDIR)/
 
 # --- tests
 
