@@ -72,7 +72,8 @@ all:
 deps:
 	@tools/deps.sh
 
-build: $(CORE_LIB) $(EXPORT_LIB) $(EXPORTER) $(NGX_MODULE) $(HTTPD_MODULE)
+build: $(CORE_LIB) $(EXPORT_LIB) $(EXPORTER) $(NGX_MODULE) $(HTTPD_MODULE) \
+       $(BUILD)/spanprof-dump
 
 core: $(CORE_LIB)
 
@@ -107,6 +108,11 @@ $(EXPORT_LIB): $(EXPORT_OBJS) $(PROTO_OBJS)
 $(BUILD)/spanprof-exporter: $(EXPORTER_MAIN) $(EXPORT_LIB) $(CORE_LIB)
 	$(CC) $(CORE_CFLAGS) -Icore/exporter $< $(EXPORT_LIB) $(CORE_LIB) \
 	    $(EXPORT_LIBS) $(CORE_LIBS) -o $@
+
+# spanprof-dump (tools/dump/): reads OTLP/JSON lines back into profiles.
+$(BUILD)/spanprof-dump: tools/dump/spanprof_dump.c $(EXPORT_LIB) $(CORE_LIB)
+	$(CC) $(CORE_CFLAGS) $< $(EXPORT_LIB) $(CORE_LIB) $(EXPORT_LIBS) \
+	    $(CORE_LIBS) -o $@
 
 # --- nginx: Debian's nginx-dev tree, --with-compat, our `config` script
 
@@ -155,6 +161,8 @@ install: build
 	install -m 0755 $(BUILD)/spanprof-exporter $(DESTDIR)$(NGX_MODDIR)/
 	install -m 0644 $(HTTPD_MODULE) $(DESTDIR)$(HTTPD_MODDIR)/
 	install -m 0755 $(BUILD)/spanprof-exporter $(DESTDIR)$(HTTPD_MODDIR)/
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/spanprof-dump $(DESTDIR)$(PREFIX)/bin/
 
 # --- tests
 
