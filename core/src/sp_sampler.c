@@ -147,15 +147,33 @@ sp_unwind(const ucontext_t *uc, uint64_t *frames, int max, bool *truncated)
     return k;
 }
 
-/* The thread was entering or restarting a system call: 0f 05 at pc. */
+/*
+ * BLOCKED when the signal interrupted a system call that waited: the
+ * kernel either rewound pc to the syscall instruction (0f 05) to restart
+ * it (SA_RESTART), or left pc after it with -EINTR in rax (calls it never
+ * restarts: poll, epoll_wait, nanosleep). A call that completed on CPU
+ * (the CPU-time clock's own clock_gettime) leaves its result in rax and
+ * counts as RUNNING. pc - 2 is read only within pc's page, which is mapped.
+ */
 static uint8_t
 sp_thread_state_at(const ucontext_t *uc)
 {
     const unsigned char *pc =
         (const unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
+    long long            rax = (long long)uc->uc_mcontext.gregs[REG_RAX];
 
-    return pc != NULL && pc[0] == 0x0f && pc[1] == 0x05
-           ? SP_THREAD_BLOCKED : SP_THREAD_RUNNING;
+    if (pc == NULL) {
+        return SP_THREAD_RUNNING;
+    }
+    if (pc[0] == 0x0f && pc[1] == 0x05) {
+        return SP_THREAD_BLOCKED;
+    }
+    if (((uintptr_t)pc & 4095u) >= 2 && pc[-2] == 0x0f && pc[-1] == 0x05
+        && rax == -EINTR)
+    {
+        return SP_THREAD_BLOCKED;
+    }
+    return SP_THREAD_RUNNING;
 }
 
 static void
