@@ -16,6 +16,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
                         httpd_conf spawn wait_for_port stop);
 use Spanprof::Receiver qw(attribute);
+use Spanprof::Upstream;
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -70,6 +71,8 @@ sub run_mpm {
     my ($mpm) = @_;
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $slow = Spanprof::Upstream->start(dir => $dir, proto => 'http');
+    my $slow_port = $slow->port;
     my $back = free_port();
     write_file("$dir/big.txt", join('', map { "line $_ of a text httpd "
                                               . "deflates at level 9\n" } 1 .. 60000));
@@ -85,6 +88,10 @@ Listen 127.0.0.1:$back
 LogFormat "%{SPANPROF_TRACE_ID}e %{SPANPROF_SPAN_ID}e %{SPANPROF_SNAPSHOT}e" sp
 CustomLog $dir/access.log sp
 ProxyPass /proxy http://127.0.0.1:$back/echo
+ProxyPass /slow http://127.0.0.1:$slow_port/slow
+<Location /slow>
+    Header set X-Trace "%{SPANPROF_TRACE_ID}e"
+</Location>
 Alias /big $dir/big.txt
 DeflateCompressionLevel 9
 <Location /big>
@@ -148,6 +155,12 @@ EXTRA
         push @heavy, $1 if $h =~ /^X-Trace: ([0-9a-f]{32})/mi;
     }
     is(scalar @heavy, 5, "$mpm: heavy requests answered with their ids");
+    # A backend that answers after 3 s: the request's thread waits in
+    # mod_proxy, and wall-clock sampling shows it blocked there.
+    my $sh = curl('-D', '-', '-o', '/dev/null',
+                  '-H', "'baggage: splunk.trace.snapshot.volume=highest'",
+                  "http://127.0.0.1:$port/slow");
+    my ($slow_id) = $sh =~ /^X-Trace: ([0-9a-f]{32})/mi;
 
     my ($spans, $samples);
     my %heavy = map { $_ => 1 } @heavy;
@@ -155,7 +168,9 @@ EXTRA
     while (time < $end) {
         ($spans, $samples) = collect($recv);
         my $n = grep { $heavy{ $_->{labels}{trace_id} // '' } } @$samples;
-        last if $n >= 5 && (grep { $_->{traceId} eq $IN_TRACE } @$spans);
+        my $w = grep { ($_->{labels}{trace_id} // '') eq ($slow_id // 'x') } @$samples;
+        last if $n >= 5 && $w >= 100
+            && (grep { $_->{traceId} eq $IN_TRACE } @$spans);
         sleep 0.2;
     }
     my ($span) = grep { $_->{traceId} eq $IN_TRACE && $_->{spanId} eq ($s // '') } @$spans;
@@ -169,6 +184,13 @@ EXTRA
         or diag(scalar(@$samples) . ' samples');
     ok((grep { grep { ($_->{function} // '') eq 'deflate' } @{ $_->{frames} } } @mine),
        "$mpm: zlib's deflate in their stacks");
+    my @waiting = grep { ($_->{labels}{trace_id} // '') eq ($slow_id // 'x') } @$samples;
+    ok(@waiting >= 100, "$mpm: the slow request was sampled while it waited")
+        or diag(scalar(@waiting) . ' samples');
+    my @blocked = grep { ($_->{labels}{'thread.state'} // '') eq 'blocked' } @waiting;
+    ok(@blocked >= @waiting / 2, "$mpm: mostly blocked");
+    ok((grep { grep { ($_->{mapping} // '') =~ /mod_proxy/ } @{ $_->{frames} } } @blocked),
+       "$mpm: blocked inside mod_proxy");
     my $log = read_file("$dir/access.log");
     like($log, qr/^$IN_TRACE [0-9a-f]{16} [01]$/m,
          "$mpm: SPANPROF_* variables for LogFormat");
@@ -204,6 +226,7 @@ EXTRA
     is($errors, '', "$mpm: nothing above warn in the error log");
     diag(read_file("$dir/error.log")) if $ENV{SPANPROF_TEST_DEBUG};
     $recv->stop;
+    $slow->stop;
 }
 
 run_mpm($_) for split /,/, ($ENV{SPANPROF_MPMS} // "event,worker,prefork");
