@@ -155,6 +155,24 @@ EXTRA
         push @heavy, $1 if $h =~ /^X-Trace: ([0-9a-f]{32})/mi;
     }
     is(scalar @heavy, 5, "$mpm: heavy requests answered with their ids");
+    # Concurrent selected and unselected requests: each selected request's
+    # samples come from one thread, and no unselected one has samples.
+    my (@sel, @unsel);
+    {
+        my @cmd;
+        for my $i (1 .. 12) {
+            my $v = $i % 2 ? 'highest' : 'off';
+            push @cmd, "curl -s -D - -o /dev/null -H 'Accept-Encoding: gzip' "
+                . "-H 'baggage: splunk.trace.snapshot.volume=$v' "
+                . "http://127.0.0.1:$port/big | sed 's/^/$v /' &";
+        }
+        for (split /\n/, `(@cmd wait) 2>&1`) {
+            push @sel, $1 if /^highest X-Trace: ([0-9a-f]{32})/i;
+            push @unsel, $1 if /^off X-Trace: ([0-9a-f]{32})/i;
+        }
+    }
+    is(scalar @sel + scalar @unsel, 12, "$mpm: concurrent requests answered");
+    push @heavy, @sel;
     # A backend that answers after 3 s: the request's thread waits in
     # mod_proxy, and wall-clock sampling shows it blocked there.
     my $sh = curl('-D', '-', '-o', '/dev/null',
@@ -184,6 +202,17 @@ EXTRA
         or diag(scalar(@$samples) . ' samples');
     ok((grep { grep { ($_->{function} // '') eq 'deflate' } @{ $_->{frames} } } @mine),
        "$mpm: zlib's deflate in their stacks");
+    my %threads;
+    for my $smp (@$samples) {
+        my $id = $smp->{labels}{trace_id} // next;
+        $threads{$id}{ $smp->{labels}{'thread.os.id'} // '' } = 1;
+    }
+    ok((grep { $threads{$_} } @sel) >= 3,
+       "$mpm: the concurrent selected requests were sampled");
+    is((grep { keys %{ $threads{$_} // {} } > 1 } @sel), 0,
+       "$mpm: each concurrent selected request sampled on one thread only");
+    is((grep { $threads{$_} } @unsel), 0,
+       "$mpm: no sample carries an unselected request's ids");
     my @waiting = grep { ($_->{labels}{trace_id} // '') eq ($slow_id // 'x') } @$samples;
     ok(@waiting >= 100, "$mpm: the slow request was sampled while it waited")
         or diag(scalar(@waiting) . ' samples');
