@@ -8,6 +8,10 @@
  *  2. Overhead: the same CPU-bound work timed on the thread's CPU clock
  *     unsampled, sampled at 10 ms and at 1 ms, in interleaved rounds; the
  *     medians are compared.
+ *  3. enter + leave, the calls nginx makes many times per request: a pair
+ *     on a thread whose timer already runs (the common case: no system
+ *     call), and the first pair on a new thread (timer_create +
+ *     timer_settime).
  *
  *   build/bench/sampler_bench [rounds]
  */
@@ -22,6 +26,7 @@
 
 #include "sp_ring.h"
 #include "sp_sampler.h"
+#include "sp_clock.h"
 
 #define RING_BYTES   (64u << 20)
 #define SAMPLES      20000
@@ -30,15 +35,7 @@
 static volatile uint64_t sink;
 static sp_region *region;
 static sp_ring   *ring;
-
-static uint64_t
-now_ns(clockid_t c)
-{
-    struct timespec ts;
-
-    clock_gettime(c, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static sp_sampler *active;
 
 static int
 cmp_u64(const void *a, const void *b)
@@ -73,10 +70,10 @@ measure_at_depth(int depth)
         return;
     }
     for (i = 0; i < SAMPLES; i++) {
-        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+        uint64_t t0 = sp_clock_ns(CLOCK_MONOTONIC);
 
         syscall(SYS_tgkill, pid, tid, SIGPROF);
-        times[i] = now_ns(CLOCK_MONOTONIC) - t0;
+        times[i] = sp_clock_ns(CLOCK_MONOTONIC) - t0;
         if (i % 1000 == 999) {
             drain();
         }
@@ -109,10 +106,10 @@ one_sample_cost(void)
      * ignored, to subtract nothing but show it. */
     signal(SIGPROF, SIG_IGN);
     for (i = 0; i < SAMPLES; i++) {
-        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+        uint64_t t0 = sp_clock_ns(CLOCK_MONOTONIC);
 
         syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGPROF);
-        base[i] = now_ns(CLOCK_MONOTONIC) - t0;
+        base[i] = sp_clock_ns(CLOCK_MONOTONIC) - t0;
     }
     qsort(times, SAMPLES, sizeof(uint64_t), cmp_u64);
     qsort(base, SAMPLES, sizeof(uint64_t), cmp_u64);
@@ -137,6 +134,55 @@ work(uint64_t n)
     }
     return h;
 }
+/* The pair nginx's event loop calls around every handler it runs. */
+static void *
+first_enter_thread(void *arg)
+{
+    static const uint8_t trace[16] = { 3 }, span[8] = { 4 };
+    uint64_t            *out = arg, t0;
+
+    t0 = sp_clock_ns(CLOCK_MONOTONIC);
+    sp_sampler_enter(active, trace, span);
+    sp_sampler_leave(active);
+    *out = sp_clock_ns(CLOCK_MONOTONIC) - t0;
+    return NULL;
+}
+
+static void
+enter_leave_cost(void)
+{
+    static const uint8_t trace[16] = { 1 }, span_a[8] = { 2 },
+                         span_b[8] = { 5 };
+    sp_sampler_options   o = { .snapshot_interval_ms = 10 };
+    uint64_t             t0, t, firsts[101];
+    const long           n = 10000000;
+    pthread_t            th;
+    long                 i;
+    int                  k;
+
+    sp_sampler_create(&o, ring, &active);
+    sp_sampler_start(active);
+    sp_sampler_enter(active, trace, span_a);    /* creates the timer */
+    sp_sampler_leave(active);
+    t0 = sp_clock_ns(CLOCK_MONOTONIC);
+    for (i = 0; i < n; i++) {
+        sp_sampler_enter(active, trace, (i & 1) ? span_a : span_b);
+        sp_sampler_leave(active);
+    }
+    t = sp_clock_ns(CLOCK_MONOTONIC) - t0;
+    for (k = 0; k < 101; k++) {
+        pthread_create(&th, NULL, first_enter_thread, &firsts[k]);
+        pthread_join(th, NULL);
+    }
+    qsort(firsts, 101, sizeof(uint64_t), cmp_u64);
+    printf("enter + leave (snapshot at 10 ms), %ld pairs: %.1f ns per pair; "
+           "first pair on a new thread (timer_create + settime): "
+           "median %llu ns\n", n, (double)t / (double)n,
+           (unsigned long long)firsts[50]);
+    sp_sampler_destroy(active);
+    active = NULL;
+    drain();
+}
 
 static uint64_t taken_total[3];
 
@@ -154,9 +200,9 @@ timed_work(uint32_t interval_ms, uint64_t n, uint64_t *taken)
         sp_sampler_start(s);
         sp_sampler_enter(s, trace, span);
     }
-    t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    t0 = sp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     sink += work(n);
-    t = now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+    t = sp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
     if (s != NULL) {
         sp_sampler_leave(s);
         sp_sampler_stats_get(s, &st);
@@ -227,5 +273,6 @@ main(int argc, char **argv)
     }
     one_sample_cost();
     overhead(rounds < 3 ? 3 : rounds);
+    enter_leave_cost();
     return 0;
 }

@@ -10,4 +10,7 @@
 SP_API uint64_t sp_monotonic_ms(void);
 SP_API uint64_t sp_realtime_ns(void);
 
+/* Nanoseconds of any clock_gettime clock (a clockid_t); async-signal-safe. */
+SP_API uint64_t sp_clock_ns(int clock);
+
 #endif

@@ -15,8 +15,14 @@ sp_monotonic_ms(void)
 uint64_t
 sp_realtime_ns(void)
 {
+    return sp_clock_ns(CLOCK_REALTIME);
+}
+
+uint64_t
+sp_clock_ns(int clock)
+{
     struct timespec ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime((clockid_t)clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "sp_ring.h"
+#include "sp_procstat.h"
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
                "the signal handler needs lock-free 64-bit atomics");
@@ -230,27 +231,14 @@ static bool
 sp_proc_stat(uint32_t pid, char *state, uint64_t *start)
 {
     char     path[32], buf[1024], *p;
-    int      fd, field;
-    ssize_t  n;
+    int      field;
     uint64_t v = 0;
 
     snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    p = sp_proc_stat_fields(path, buf, sizeof(buf));
+    if (p == NULL) {
         return false;
     }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) {
-        return false;
-    }
-    buf[n] = '\0';
-    /* the name (field 2) may hold anything, ')' included: take the last */
-    p = strrchr(buf, ')');
-    if (p == NULL || p[1] != ' ' || p[2] == '\0') {
-        return false;
-    }
-    p += 2;
     *state = *p;
     /* field 3 is the state; starttime is field 22 */
     for (field = 3; field < 22; field++) {

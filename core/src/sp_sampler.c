@@ -5,7 +5,9 @@
  */
 #define UNW_LOCAL_ONLY
 #include "sp_sampler.h"
+#include "sp_clock.h"
 #include "sp_objects.h"
+#include "sp_procstat.h"
 #include "sp_record.h"
 #include "sp_threads.h"
 
@@ -89,15 +91,6 @@ struct sp_sampler {
 /* The handler's way to the sampler: one per process. */
 static _Atomic(sp_sampler *) sp_active;
 static _Atomic uint32_t sp_generations;
-
-static uint64_t
-sp_now_ns(clockid_t clock)
-{
-    struct timespec ts;
-
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static pid_t
 sp_gettid(void)
@@ -184,7 +177,7 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     uint64_t      frames[SP_DEFAULT_DEPTH * 8];
     sp_sample     smp;
     sp_ring_token tok;
-    uint64_t      now = sp_now_ns(CLOCK_MONOTONIC);
+    uint64_t      now = sp_clock_ns(CLOCK_MONOTONIC);
     uint64_t      interval_ms;
     void         *dst;
     int           n, max = s->o.max_depth;
@@ -200,7 +193,7 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     }
 
     memset(&smp, 0, sizeof(smp));
-    smp.time_ns = sp_now_ns(CLOCK_REALTIME);
+    smp.time_ns = sp_clock_ns(CLOCK_REALTIME);
     interval_ms = source == SP_SOURCE_SNAPSHOT ? s->o.snapshot_interval_ms
                                                : s->o.continuous_interval_ms;
     /* The real time since this thread's previous sample; the first one
@@ -441,23 +434,11 @@ sp_compare_tids(const void *a, const void *b)
 static bool
 sp_thread_is_running(pid_t tid)
 {
-    char  path[64], buf[512], *paren;
-    int   fd;
-    ssize_t n;
+    char  path[64], buf[512], *state;
 
     snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return false;
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) {
-        return false;
-    }
-    buf[n] = '\0';
-    paren = strrchr(buf, ')');
-    return paren != NULL && paren[1] == ' ' && paren[2] == 'R';
+    state = sp_proc_stat_fields(path, buf, sizeof(buf));
+    return state != NULL && *state == 'R';
 }
 
 size_t
@@ -726,7 +707,7 @@ sp_sampler_poll(sp_sampler *s)
         (void)sp_objects_publish(s->ring, s->pid, ++s->objects_generation);
     }
     dropped = atomic_load(&s->dropped);
-    now = sp_now_ns(CLOCK_MONOTONIC);
+    now = sp_clock_ns(CLOCK_MONOTONIC);
     if (dropped > s->warned_dropped
         && (s->warned_at_ns == 0 || now - s->warned_at_ns >= SP_WARN_EVERY_NS))
     {

@@ -22,6 +22,7 @@
 #include "sp_test.h"
 #include "sp_ring.h"
 #include "sp_sampler.h"
+#include "sp_clock.h"
 #include "sp_symbolizer.h"
 #include "sp_threads.h"
 
@@ -50,23 +51,15 @@ typedef struct fixture {
 
 static volatile uint64_t sink;
 
-static uint64_t
-now_ns(clockid_t c)
-{
-    struct timespec ts;
-
-    clock_gettime(c, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Burns this thread's CPU for ms milliseconds. */
 /* Each with its own constant: identical bodies would be folded into one
  * function (-fipa-icf), and a stack could not tell them apart. */
 #define BURNER(name, k) \
     static NOINLINE void name(uint32_t ms) \
     { \
-        uint64_t end = now_ns(CLOCK_THREAD_CPUTIME_ID) + ms * 1000000ull; \
-        while (now_ns(CLOCK_THREAD_CPUTIME_ID) < end) { \
+        uint64_t end = sp_clock_ns(CLOCK_THREAD_CPUTIME_ID) \
+                       + ms * 1000000ull; \
+        while (sp_clock_ns(CLOCK_THREAD_CPUTIME_ID) < end) { \
             for (int i = 0; i < 1000; i++) { sink += (uint64_t)i * (k); } \
         } \
         __asm__ volatile("" ::: "memory"); \
@@ -317,7 +310,7 @@ snapshot_samples_carry_their_threads_span_and_stack(void **state)
         }
         b = frame_of(g, outer[k]);
         /* The stack: that thread's functions, innermost first. Where the
-         * timer hit inside now_ns, the burner is a caller. */
+         * timer hit inside sp_clock_ns, the burner is a caller. */
         assert_true(a >= 0);
         assert_true(b > a);
         assert_true(frame_of(g, "run_span_thread") > b);
@@ -354,8 +347,8 @@ switching_spans_never_mixes_stacks_and_ids(void **state)
     fx_open(&fx);
     assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
-    end = now_ns(CLOCK_MONOTONIC) + 1500000000ull;
-    while (now_ns(CLOCK_MONOTONIC) < end) {
+    end = sp_clock_ns(CLOCK_MONOTONIC) + 1500000000ull;
+    while (sp_clock_ns(CLOCK_MONOTONIC) < end) {
         sp_sampler_enter(s, trace, span_a);
         burn_as_a(2);
         sp_sampler_leave(s);
