@@ -386,8 +386,9 @@ sp_dump_stack_eq(const sp_dump *d, size_t i, const void *key)
            && a->source == b->source
            && memcmp(a->trace, b->trace, sizeof(a->trace)) == 0
            && memcmp(a->span, b->span, sizeof(a->span)) == 0
-           && memcmp(a->frames, b->frames,
-                     a->nframes * sizeof(*a->frames)) == 0;
+           && (a->nframes == 0
+               || memcmp(a->frames, b->frames,
+                         a->nframes * sizeof(*a->frames)) == 0);
 }
 
 /* Adds key's values to its stack, creating it (frames copied). */
@@ -423,7 +424,9 @@ sp_dump_stack_add(sp_dump *d, sp_dump_stack *key)
     if (s->frames == NULL) {
         return SP_ERR_NOMEM;
     }
-    memcpy(s->frames, key->frames, bytes);
+    if (bytes > 0) {
+        memcpy(s->frames, key->frames, bytes);  /* NULL when empty */
+    }
     rc = sp_dump_index_insert(d, &d->stack_index, s->hash,
                               (uint32_t)d->nstacks, d->nstacks + 1);
     if (rc != SP_OK) {
@@ -1114,7 +1117,9 @@ sp_dump_folded(const sp_dump *d, const sp_dump_filter *f, sp_buf *out)
         return rc;
     }
     lines = malloc((d->nstacks ? d->nstacks : 1) * sizeof(*lines));
-    if (lines == NULL) {
+    /* text.data is never NULL below, even when every stack is empty. */
+    if (lines == NULL || sp_buf_reserve(&text, 64) != SP_OK) {
+        free(lines);
         return SP_ERR_NOMEM;
     }
     for (i = 0; i < d->nstacks; i++) {
