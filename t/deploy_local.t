@@ -106,8 +106,6 @@ ok(-s $nginx && -s $httpd, 'both exporters wrote OTLP/JSON lines')
 # The trace of GET /: nginx's span, httpd's under it, which is the parent
 # the backend was given.
 my $dump = "$build/spanprof-dump";
-my $spans = `$dump --list --spans --trace=$trace $nginx $httpd 2>&1`;
-my $lines = `$dump --folded --trace=$trace $nginx $httpd 2>&1`;
 my %tree;
 for my $svc (qw(nginx httpd)) {
     my $json = read_file($svc eq 'nginx' ? $nginx : $httpd);
