@@ -1,5 +1,6 @@
 #include "sp_json.h"
 #include "sp_encode.h"
+#include "sp_percent.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -70,21 +71,6 @@ sp_json_node(sp_json_parser *ps, sp_json_type type, uint32_t *out)
     return SP_OK;
 }
 
-static int
-sp_json_hex(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Four hex digits at p (the caller checked there are four). */
 static long
 sp_json_u4(const char *p)
@@ -93,7 +79,7 @@ sp_json_u4(const char *p)
     int  i, h;
 
     for (i = 0; i < 4; i++) {
-        h = sp_json_hex(p[i]);
+        h = sp_hex_value(p[i]);
         if (h < 0) {
             return -1;
         }

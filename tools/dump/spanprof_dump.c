@@ -8,6 +8,7 @@
  */
 #include "sp_dump.h"
 #include "sp_flame.h"
+#include "sp_percent.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -273,13 +274,25 @@ hex_id(const char *s, size_t digits)
         return false;
     }
     for (i = 0; i < digits; i++) {
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')
-              || (s[i] >= 'A' && s[i] <= 'F')))
-        {
+        if (sp_hex_value(s[i]) < 0) {
             return false;
         }
     }
     return true;
+}
+
+/* The position of arg among names (NULL-terminated), or -1. */
+static int
+choose(const char *arg, const char *const *names)
+{
+    int i;
+
+    for (i = 0; names[i] != NULL; i++) {
+        if (strcmp(arg, names[i]) == 0) {
+            return i;
+        }
+    }
+    return -1;
 }
 
 static int
@@ -309,6 +322,9 @@ static const struct option options[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 }
 };
+
+static const char *const sources[] = { "snapshot", "continuous", NULL };
+static const char *const values[] = { "samples", "cpu", NULL };
 
 static int
 parse_args(int argc, char **argv, args *a)
@@ -353,22 +369,19 @@ parse_args(int argc, char **argv, args *a)
             break;
         case OPT_SERVICE: a->filter.service = optarg; break;
         case OPT_SOURCE:
-            if (strcmp(optarg, "snapshot") == 0) {
-                a->filter.source = SP_DUMP_SOURCE_SNAPSHOT;
-            } else if (strcmp(optarg, "continuous") == 0) {
-                a->filter.source = SP_DUMP_SOURCE_CONTINUOUS;
-            } else {
+            /* In the order of sp_dump_source, after ANY. */
+            c = choose(optarg, sources);
+            if (c < 0) {
                 return usage_error("--source is snapshot or continuous");
             }
+            a->filter.source = (sp_dump_source)(c + 1);
             break;
         case OPT_VALUE:
-            if (strcmp(optarg, "samples") == 0) {
-                a->filter.value = SP_DUMP_VALUE_SAMPLES;
-            } else if (strcmp(optarg, "cpu") == 0) {
-                a->filter.value = SP_DUMP_VALUE_CPU_NS;
-            } else {
+            c = choose(optarg, values);    /* the order of sp_dump_value */
+            if (c < 0) {
                 return usage_error("--value is samples or cpu");
             }
+            a->filter.value = (sp_dump_value)c;
             break;
         case OPT_BY_SERVICE: a->filter.service_root = true; break;
         case OPT_STRICT: a->strict = true; break;
