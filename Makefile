@@ -3,6 +3,7 @@
 #   make          deps, then build/ngx_http_spanprof_module.so, build/mod_spanprof.so
 #   make test     deps, unit tests, the same under ASan+UBSan, fuzzers, prove -r t/
 #   make deps     install every Debian and npm package the build and tests need
+#   make demo     nginx -> httpd -> backend here, traffic, the profiles it took
 #
 # The paths under build/ named in README.md are a contract: tests, benchmarks
 # and users' Dockerfiles rely on them.
@@ -250,6 +251,12 @@ test:
 	@$(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory prove
 	@echo "make test: all passed"
+
+# The reference deployment on this machine, traffic, and its profiles
+# (tools/demo.sh; it runs deps and build itself).
+.PHONY: demo
+demo:
+	@tools/demo.sh
 
 clean:
 	rm -rf $(BUILD)
