@@ -36,12 +36,17 @@ open my $out, '>', $otlp or die "$otlp: $!\n";
 while (my $line = <$in>) {
     my $r = $json->decode($line);
     next unless $r->{request} && $r->{signal};
-    print $out $json->encode($r->{request}), "\n";
     $count{ $r->{signal} }++;
     for my $rl (@{ $r->{request}{resourceLogs} // [] }) {
-        $count{records} += @{ $_->{logRecords} // [] }
-            for @{ $rl->{scopeLogs} // [] };
+        for my $sl (@{ $rl->{scopeLogs} // [] }) {
+            for my $rec (@{ $sl->{logRecords} // [] }) {
+                $count{records}++;
+                # The receiver's own decoding of the pprof: not OTLP.
+                delete @$rec{qw(pprof pprof_error)};
+            }
+        }
     }
+    print $out $json->encode($r->{request}), "\n";
     for my $rs (@{ $r->{request}{resourceSpans} // [] }) {
         for my $ss (@{ $rs->{scopeSpans} // [] }) {
             for my $span (@{ $ss->{spans} // [] }) {

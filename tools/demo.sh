@@ -220,7 +220,6 @@ say "sent $sent requests, $failed failed"
 
 step "4/5 stop nginx, httpd (their exporters send what they hold), backend," \
      "receiver"
-trap - EXIT INT TERM
 cleanup || { say "demo: stopping failed" >&2; exit 1; }
 if "$top/tools/demo-procs.pl" left "$dir" >"$dir/run/left"; then
     say "nothing left running (checked in /proc: every process started," \
