@@ -29,30 +29,6 @@ my $mods = '/usr/lib/apache2/modules';
 
 sub curl { my $o = `curl -s -m 10 @_ 2>&1`; return $o }
 
-sub collect {
-    my ($recv) = @_;
-    my (@spans, @samples);
-    for my $req ($recv->requests) {
-        if ($req->{signal} eq 'traces') {
-            for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
-                for my $ss (@{ $rs->{scopeSpans} // [] }) {
-                    push @spans, @{ $ss->{spans} // [] };
-                }
-            }
-        } else {
-            for my $rl (@{ $req->{request}{resourceLogs} // [] }) {
-                for my $sl (@{ $rl->{scopeLogs} // [] }) {
-                    for my $lr (@{ $sl->{logRecords} // [] }) {
-                        my $p = $lr->{pprof}{resolved} or next;
-                        push @samples, @{ $p->{samples} };
-                    }
-                }
-            }
-        }
-    }
-    return (\@spans, \@samples);
-}
-
 sub exporters {
     my ($parent) = @_;
     return map { (split ' ', $_)[0] }
@@ -184,7 +160,7 @@ EXTRA
     my %heavy = map { $_ => 1 } @heavy;
     my $end = time + 15;
     while (time < $end) {
-        ($spans, $samples) = collect($recv);
+        ($spans, $samples) = $recv->collect;
         my $n = grep { $heavy{ $_->{labels}{trace_id} // '' } } @$samples;
         my $w = grep { ($_->{labels}{trace_id} // '') eq ($slow_id // 'x') } @$samples;
         last if $n >= 5 && $w >= 100

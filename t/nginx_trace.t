@@ -200,36 +200,10 @@ my $cheap = curl('-D', '-', '-o', '/dev/null',
                  "http://127.0.0.1:$port/big");
 
 # --- what arrived
-sub collect {
-    my (@spans, @samples);
-    for my $req ($recv->requests) {
-        if ($req->{signal} eq 'traces') {
-            for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
-                for my $ss (@{ $rs->{scopeSpans} // [] }) {
-                    push @spans, map { { %$_, resource => $rs->{resource} } }
-                        @{ $ss->{spans} // [] };
-                }
-            }
-        } else {
-            for my $rl (@{ $req->{request}{resourceLogs} // [] }) {
-                for my $sl (@{ $rl->{scopeLogs} // [] }) {
-                    for my $lr (@{ $sl->{logRecords} // [] }) {
-                        my $p = $lr->{pprof}{resolved} or next;
-                        push @samples, map { { %$_, record => $lr,
-                                               resource => $rl->{resource} } }
-                            @{ $p->{samples} };
-                    }
-                }
-            }
-        }
-    }
-    return (\@spans, \@samples);
-}
-
 my ($spans, $samples);
 my $end = time + 15;
 while (time < $end) {
-    ($spans, $samples) = collect();
+    ($spans, $samples) = $recv->collect;
     my %have = map { $_->{labels}{trace_id} // '' => 1 } @$samples;
     last if @$spans >= 20 && (grep { $have{$_} } @heavy) >= 3;
     sleep 0.2;
@@ -332,7 +306,7 @@ kill 'QUIT', $master;
 waitpid($master, 0);
 my @left = settle(0);
 is(scalar @left, 0, 'nginx -s quit: no exporter is left');
-($spans) = collect();
+($spans) = $recv->collect;
 ok((grep { $_->{traceId} eq ($lt // '') } @$spans),
    'quit: the last span was flushed');
 

@@ -116,6 +116,35 @@ sub requests {
     return @r;
 }
 
+# Every span and every profile sample decoded so far, as two array refs.
+# A span carries its resource; a sample its log record and resource.
+sub collect {
+    my ($self) = @_;
+    my (@spans, @samples);
+    for my $req ($self->requests) {
+        if ($req->{signal} eq 'traces') {
+            for my $rs (@{ $req->{request}{resourceSpans} // [] }) {
+                for my $ss (@{ $rs->{scopeSpans} // [] }) {
+                    push @spans, map { { %$_, resource => $rs->{resource} } }
+                        @{ $ss->{spans} // [] };
+                }
+            }
+            next;
+        }
+        for my $rl (@{ $req->{request}{resourceLogs} // [] }) {
+            for my $sl (@{ $rl->{scopeLogs} // [] }) {
+                for my $lr (@{ $sl->{logRecords} // [] }) {
+                    my $p = $lr->{pprof}{resolved} or next;
+                    push @samples, map { { %$_, record => $lr,
+                                           resource => $rl->{resource} } }
+                        @{ $p->{samples} };
+                }
+            }
+        }
+    }
+    return (\@spans, \@samples);
+}
+
 # Waits until at least $n requests arrived; returns them all.
 sub wait_requests {
     my ($self, $n, $timeout) = @_;
