@@ -1,0 +1,170 @@
+#!/usr/bin/perl
+# Attribution in nginx's event loop: one worker serves a selected request
+# and, at the same time, unselected CPU-heavy ones (gzip at level 9). The
+# selected request waits for a slow upstream while the worker compresses
+# for the others, so every sample the CPU-time timer takes in that time is
+# a sample of the heavy work: none of them may carry the selected span's
+# ids. The reverse (heavy requests selected, a cheap one not) shows the
+# heavy work under the heavy requests' ids, so the check can fail.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Time::HiRes qw(sleep time);
+use POSIX ();
+
+use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
+                        spawn wait_for_port stop);
+use Spanprof::Receiver;
+use Spanprof::Upstream;
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+
+my $dir = new_dir();
+my $recv = Spanprof::Receiver->start(dir => $dir);
+my $up = Spanprof::Upstream->start(dir => $dir, proto => 'http');
+my $port = free_port();
+my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
+write_file("$dir/big.txt", join('', map { "line $_ of a text nginx gzips "
+                                          . "at level 9\n" } 1 .. 60000));
+chmod 0644, "$dir/big.txt";
+
+write_file("$dir/nginx.conf", <<"CONF");
+load_module $module;
+daemon off;
+worker_processes 1;
+error_log $dir/error.log notice;
+pid $dir/nginx.pid;
+events { worker_connections 256; }
+http {
+    access_log off;
+    client_body_temp_path $dir/body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+    add_header X-Trace \$spanprof_trace_id always;
+    server {
+        listen 127.0.0.1:$port;
+        location /slow { proxy_pass http://127.0.0.1:${\ $up->port}; }
+        location /big {
+            alias $dir/big.txt;
+            gzip on; gzip_comp_level 9; gzip_types text/plain;
+            gzip_min_length 0;
+        }
+    }
+}
+CONF
+
+my $master = spawn({
+    OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
+    SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
+    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
+    SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
+    OTEL_BSP_SCHEDULE_DELAY => '200',
+}, "$dir/stderr.log", '/usr/sbin/nginx', '-p', $dir, '-c',
+   "$dir/nginx.conf", '-e', "$dir/error.log");
+ok(wait_for_port($port, 20), 'nginx listens')
+    or BAIL_OUT(read_file("$dir/error.log"));
+
+my $serial = 0;
+
+# Starts curl in the background; returns the file its headers go to.
+sub request {
+    my ($path, $volume) = @_;
+    my $out = "$dir/headers." . ++$serial;
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        exec 'curl', '-s', '-m', '30', '-D', $out, '-o', '/dev/null',
+            '-H', 'Accept-Encoding: gzip',
+            '-H', "baggage: splunk.trace.snapshot.volume=$volume",
+            "http://127.0.0.1:$port$path";
+        exit 127;
+    }
+    return { pid => $pid, out => $out, path => $path };
+}
+
+# Waits for the requests; returns their trace ids (in order), or undef
+# for one that did not answer 200.
+sub finish {
+    my @ids;
+    for my $r (@_) {
+        waitpid($r->{pid}, 0);
+        my $h = read_file($r->{out}) // '';
+        push @ids, $h =~ m{^HTTP/\S+ 200} && $h =~ /^X-Trace: ([0-9a-f]{32})/mi
+            ? $1 : undef;
+    }
+    return @ids;
+}
+
+sub heavy_frame {
+    my ($sample) = @_;
+    return grep { ($_->{function} // '') =~ /^(deflate|ngx_http_gzip_)/ }
+        @{ $sample->{frames} };
+}
+
+# Samples by trace id, once the exporter has sent what there is.
+sub samples_by_trace {
+    my ($want) = @_;
+    my %by;
+    my $end = time + 20;
+    while (time < $end) {
+        my (undef, $samples) = $recv->collect;
+        %by = ();
+        push @{ $by{ $_->{labels}{trace_id} // '' } }, $_ for @$samples;
+        last if $want->(\%by);
+        sleep 0.2;
+    }
+    return \%by;
+}
+
+# --- a selected cheap request while unselected heavy ones keep the worker
+my $slow = request('/slow', 'highest');
+sleep 0.3;
+my @heavy = map { request('/big', 'off') } 1 .. 8;
+my @heavy_ids = finish(@heavy);
+is(waitpid($slow->{pid}, POSIX::WNOHANG()), 0,
+   'the heavy requests were served while the selected one was still open');
+my ($slow_id) = finish($slow);
+is(scalar(grep { defined } @heavy_ids), 8,
+   'the unselected heavy requests answered 200');
+ok($slow_id, 'the selected request through the slow upstream answered 200');
+
+# --- the reverse: heavy requests selected, a cheap one not
+my $cheap = request('/slow', 'off');
+sleep 0.3;
+my @sel = map { request('/big', 'highest') } 1 .. 4;
+my @sel_ids = finish(@sel);
+my ($cheap_id) = finish($cheap);
+is(scalar(grep { defined } @sel_ids), 4, 'the selected heavy requests answered 200');
+
+my $by = samples_by_trace(sub {
+    my ($by) = @_;
+    return (grep { $by->{$_ // ''} } @sel_ids) == @sel_ids;
+});
+
+my @of_slow = @{ $by->{ $slow_id // 'x' } // [] };
+is(scalar(grep { heavy_frame($_) } @of_slow), 0,
+   'no sample under the selected cheap request\'s ids shows the gzip work '
+   . 'done meanwhile for others (' . scalar(@of_slow) . ' samples)');
+my %slow_spans = map { $_->{labels}{span_id} // '' => 1 } @of_slow;
+ok(keys(%slow_spans) <= 1, 'its samples carry one span id');
+is(scalar(map { @{ $by->{$_} // [] } } grep { defined } @heavy_ids, $cheap_id),
+   0, 'no sample carries the ids of an unselected request');
+
+my @of_sel = map { @{ $by->{$_ // 'x'} // [] } } @sel_ids;
+cmp_ok(scalar(grep { heavy_frame($_) } @of_sel), '>', 0,
+       'the selected heavy requests\' samples show their gzip work');
+my $spread = grep { my $id = $_; grep { heavy_frame($_) } @{ $by->{$id // 'x'} // [] } }
+    @sel_ids;
+cmp_ok($spread, '>=', 3, "gzip frames under $spread of the 4 heavy requests' ids");
+
+stop($master);
+done_testing();
