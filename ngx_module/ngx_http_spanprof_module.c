@@ -1001,15 +1001,24 @@ ngx_http_spanprof_get_ctx(ngx_http_request_t *r)
 static void
 ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx)
 {
+    /*
+     * Only a request being profiled is remembered as current: the many
+     * switches among requests that are not profiled (most of them) then
+     * cost a comparison, and never reach the sampler.
+     */
+    if (ctx != NULL
+        && (!ctx->entry.selection.profiled || ctx->finished || ctx->off))
+    {
+        ctx = NULL;
+    }
+
     if (ngx_http_spanprof_current == ctx) {
         return;
     }
 
     ngx_http_spanprof_current = ctx;
 
-    if (ctx != NULL && ctx->entry.selection.profiled && !ctx->finished
-        && !ctx->off)
-    {
+    if (ctx != NULL) {
         sp_sampler_enter(ngx_http_spanprof_sampler, ctx->entry.ctx.trace_id,
                          ctx->entry.ctx.span_id);
 

@@ -407,7 +407,8 @@ sp_sampler_leave(sp_sampler *s)
     sp_thread_slot *t = &sp_tls;
     uint32_t        seq;
 
-    if (s == NULL) {
+    /* Only this thread writes its slot: nothing to undo without a span. */
+    if (s == NULL || !t->has_span) {
         return;
     }
     seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
