@@ -21,6 +21,7 @@
 #include "ap_mpm.h"
 #include "unixd.h"
 
+#include "apr_atomic.h"
 #include "apr_strings.h"
 #include "apr_thread_proc.h"
 
@@ -73,6 +74,8 @@ typedef struct {
 static sp_region        *spanprof_region;
 static sp_ring          *spanprof_ring;
 static sp_sampler       *spanprof_sampler;
+static volatile apr_uint32_t  spanprof_polled_at;
+static volatile apr_uint32_t  spanprof_polling;
 static sp_idgen         *spanprof_ids;
 static sp_entry_policy   spanprof_policy;
 static int               spanprof_active;
@@ -595,6 +598,37 @@ spanprof_fixups(request_rec *r)
     return DECLINED;
 }
 
+/*
+ * The sampler wants polling now and then (object table, drop warnings).
+ * Children have no timer of their own, so at most one request thread a
+ * second does it, on its way out; an idle child has nothing to report.
+ */
+static void
+spanprof_poll(request_rec *r)
+{
+    apr_uint32_t  now, last;
+    uint64_t      dropped;
+
+    now = (apr_uint32_t) apr_time_sec(r->request_time);
+    last = apr_atomic_read32(&spanprof_polled_at);
+    if (now == last
+        || apr_atomic_cas32(&spanprof_polled_at, now, last) != last)
+    {
+        return;
+    }
+    if (apr_atomic_cas32(&spanprof_polling, 1, 0) != 0) {
+        return;
+    }
+    dropped = sp_sampler_poll(spanprof_sampler);
+    apr_atomic_set32(&spanprof_polling, 0);
+    if (dropped > 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, r->server,
+                     "spanprof: %" APR_UINT64_T_FMT " samples dropped, the "
+                     "ring was full (the exporter is not keeping up)",
+                     (apr_uint64_t) dropped);
+    }
+}
+
 /* The response is logged: the thread's work for the request is over. */
 static int
 spanprof_log_transaction(request_rec *r)
@@ -604,6 +638,9 @@ spanprof_log_transaction(request_rec *r)
     if (sr != NULL && sr->sampling) {
         sp_sampler_leave(spanprof_sampler);
         sr->sampling = 0;
+    }
+    if (spanprof_sampler != NULL) {
+        spanprof_poll(r);
     }
     return DECLINED;
 }
