@@ -271,8 +271,17 @@ sp_utf8_valid(const char *s, size_t len)
 {
     const uint8_t *p = (const uint8_t *)s;
     size_t         i = 0, n;
+    uint64_t       w;
 
     while (i < len) {
+        /* Eight ASCII bytes at a time: most attribute values are ASCII. */
+        if (len - i >= 8) {
+            memcpy(&w, p + i, 8);
+            if ((w & 0x8080808080808080ull) == 0) {
+                i += 8;
+                continue;
+            }
+        }
         if (p[i] < 0x80) {
             i++;
             continue;

@@ -221,6 +221,28 @@ writer_errors_are_sticky_and_end_does_nothing(void **state)
 
 /* ---- UTF-8 */
 
+/* The eight-bytes-at-a-time ASCII path must see a bad byte anywhere. */
+static void
+utf8_checked_at_every_offset(void **state)
+{
+    char   s[24];
+    size_t at;
+
+    (void)state;
+    for (at = 0; at < sizeof(s); at++) {
+        memset(s, 'a', sizeof(s));
+        s[at] = (char)0xff;
+        assert_false(sp_utf8_valid(s, sizeof(s)));
+        if (at + 1 < sizeof(s)) {
+            s[at] = (char)0xc3;
+            s[at + 1] = (char)0xa9;
+            assert_true(sp_utf8_valid(s, sizeof(s)));
+            /* A lead byte whose continuation is cut by the length. */
+            assert_false(sp_utf8_valid(s, at + 1));
+        }
+    }
+}
+
 static void
 strings_become_valid_utf8(void **state)
 {
@@ -502,6 +524,7 @@ main(void)
         cmocka_unit_test(fixed_fields_decode_with_protobuf_c),
         cmocka_unit_test(writer_errors_are_sticky_and_end_does_nothing),
         cmocka_unit_test(strings_become_valid_utf8),
+        cmocka_unit_test(utf8_checked_at_every_offset),
         cmocka_unit_test(gzip_inflates_back_to_its_input),
         cmocka_unit_test(gzip_matches_a_known_vector),
         cmocka_unit_test(gzip_refuses_bad_levels_and_respects_limits),
