@@ -343,6 +343,10 @@ sub callgrind_total {
                     map { m{/proc/(\d+)/} } glob '/proc/[0-9]*/cmdline';
         sleep 0.5;
     }
+    if (my $keep = $ENV{BENCH_KEEP}) {      # for callgrind_annotate
+        system('mkdir', '-p', "$keep/$mode-$requests");
+        system("cp $dir/cg/cg.* $keep/$mode-$requests/");
+    }
     my (%by);
     for my $f (glob "$dir/cg/cg.*") {
         my $text = read_file($f);
@@ -365,7 +369,8 @@ sub run_callgrind {
                       '-c', "$dir/up.conf", '-e', "$dir/up-error.log");
     wait_for_port($up) or die "upstream did not start";
     my %per;
-    for my $mode (qw(bare off tracing snapshot)) {
+    my @modes = split ' ', ($ENV{BENCH_MODES} // 'bare off tracing snapshot');
+    for my $mode (@modes) {
         my $idle = callgrind_total($mode, 0, $recv, $up);
         my $busy = callgrind_total($mode, $CALLGRIND_REQUESTS, $recv, $up);
         $per{$mode} = { map { $_ => (($busy->{$_} // 0) - ($idle->{$_} // 0))
@@ -382,10 +387,10 @@ sub run_callgrind {
     print "| configuration | instructions/request (all processes) | "
         . "the worker | the exporter | added to bare |\n"
         . "| --- | --- | --- | --- | --- |\n";
-    for my $mode (qw(bare off tracing snapshot)) {
+    for my $mode (@modes) {
         printf "| %s | %.0f | %.0f | %.0f | %+.0f |\n", $mode,
             $per{$mode}{all}, $per{$mode}{worker}, $per{$mode}{exporter},
-            $per{$mode}{all} - $per{bare}{all};
+            $per{$mode}{all} - ($per{bare}{all} // 0);
     }
     print "\n";
 }
