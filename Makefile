@@ -228,9 +228,12 @@ unit-asan: $(ASAN_BINS)
 	    tools/run-unit.sh "unit (ASan+UBSan)" $(ASAN_BINS)
 
 # The sampler under valgrind too (signals, timers, libunwind); the
-# suppressions cover libunwind's own readability probes.
+# suppressions cover libunwind's own readability probes. valgrind runs one
+# thread at a time; its default lock let a thread that spins starve the
+# blocked ones (CI once saw one call each in two seconds): a fair one.
 unit-valgrind: $(BUILD)/tests/test_sampler
-	valgrind --error-exitcode=9 -q --suppressions=core/tests/valgrind.supp \
+	valgrind --error-exitcode=9 -q --fair-sched=yes \
+	    --suppressions=core/tests/valgrind.supp \
 	    $(BUILD)/tests/test_sampler >$(BUILD)/valgrind-sampler.log 2>&1 \
 	    || { cat $(BUILD)/valgrind-sampler.log; exit 1; }
 	@echo "unit (valgrind): test_sampler clean"
