@@ -16,8 +16,9 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use POSIX qw(WNOHANG);
 
-use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
-                        spawn wait_for_port stop http_get);
+use Spanprof::Server qw(top_dir new_dir read_file free_port spawn
+                        wait_for_port stop nginx_conf nginx_cmd httpd_conf
+                        httpd_cmd text_file);
 use Spanprof::Exporter qw(counters balanced);
 
 plan skip_all => 'not built (make build)'
@@ -26,86 +27,29 @@ plan skip_all => 'not built (make build)'
 my $BOUND_KB = 64 * 1024;
 my $LOAD_SECONDS = 20;
 my $CLIENTS = 4;
-my $mods = '/usr/lib/apache2/modules';
-
-sub big_file {
-    my ($path) = @_;
-    write_file($path, join('', map { "line $_ of a text compressed at "
-                                     . "level 9\n" } 1 .. 20000));
-    chmod 0644, $path;
-}
 
 sub nginx_server {
     my ($dir) = @_;
-    my $port = free_port();
-    my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
-    big_file("$dir/big.txt");
-    write_file("$dir/nginx.conf", <<"CONF");
-load_module $module;
-daemon off;
-worker_processes 2;
-error_log $dir/error.log info;
-pid $dir/nginx.pid;
-events { worker_connections 256; }
-http {
-    access_log off;
-    client_body_temp_path $dir/body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
-    server {
-        listen 127.0.0.1:$port;
-        location /big {
-            alias $dir/big.txt;
+    text_file("$dir/big.txt", 20000);
+    my $port = nginx_conf($dir, workers => 2, log_level => 'info',
+                          connections => 256,
+                          server => "location /big { alias $dir/big.txt;
             gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }
-        location / { return 200 "ok\\n"; }
-    }
-}
-CONF
-    return ($port, '/usr/sbin/nginx', '-p', $dir, '-c', "$dir/nginx.conf",
-            '-e', "$dir/error.log");
+            gzip_min_length 0; }");
+    return ($port, nginx_cmd($dir));
 }
 
 sub httpd_server {
     my ($dir) = @_;
-    my $port = free_port();
-    my $module = top_dir() . '/build/mod_spanprof.so';
-    mkdir "$dir/htdocs";
-    chmod 0755, "$dir/htdocs";
-    big_file("$dir/htdocs/big");
-    write_file("$dir/htdocs/index.html", "ok\n");
-    chmod 0644, "$dir/htdocs/index.html";
-    write_file("$dir/httpd.conf", <<"CONF");
-ServerRoot $dir
-DefaultRuntimeDir $dir
-PidFile $dir/httpd.pid
-Listen 127.0.0.1:$port
-ServerName localhost
-User nobody
-Group nogroup
-ErrorLog $dir/error.log
-LogLevel info
-LoadModule mpm_event_module $mods/mod_mpm_event.so
-LoadModule authz_core_module $mods/mod_authz_core.so
-LoadModule mime_module $mods/mod_mime.so
-LoadModule deflate_module $mods/mod_deflate.so
-LoadModule filter_module $mods/mod_filter.so
-LoadModule spanprof_module $module
-TypesConfig /dev/null
-DocumentRoot $dir/htdocs
+    my $port = httpd_conf($dir, modules => [qw(deflate filter)],
+                          log_level => 'info', extra => <<"EXTRA");
 DeflateCompressionLevel 9
-<Directory $dir/htdocs>
-    Require all granted
-</Directory>
 <Location /big>
     SetOutputFilter DEFLATE
 </Location>
-CONF
-    return ($port, '/usr/sbin/apache2', '-f', "$dir/httpd.conf",
-            '-DFOREGROUND');
+EXTRA
+    text_file("$dir/htdocs/big", 20000);
+    return ($port, httpd_cmd($dir));
 }
 
 # One client: requests for $LOAD_SECONDS, every one selected; writes

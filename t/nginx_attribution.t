@@ -17,8 +17,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use POSIX ();
 
-use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
-                        spawn wait_for_port stop);
+use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
+                        nginx_conf nginx_cmd text_file);
 use Spanprof::Receiver;
 use Spanprof::Upstream;
 
@@ -29,38 +29,15 @@ plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
 my $up = Spanprof::Upstream->start(dir => $dir, proto => 'http');
-my $port = free_port();
-my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
-write_file("$dir/big.txt", join('', map { "line $_ of a text nginx gzips "
-                                          . "at level 9\n" } 1 .. 60000));
-chmod 0644, "$dir/big.txt";
-
-write_file("$dir/nginx.conf", <<"CONF");
-load_module $module;
-daemon off;
-worker_processes 1;
-error_log $dir/error.log notice;
-pid $dir/nginx.pid;
-events { worker_connections 256; }
-http {
-    access_log off;
-    client_body_temp_path $dir/body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
-    add_header X-Trace \$spanprof_trace_id always;
-    server {
-        listen 127.0.0.1:$port;
-        location /slow { proxy_pass http://127.0.0.1:${\ $up->port}; }
+text_file("$dir/big.txt", 60000);
+my $port = nginx_conf($dir, connections => 256,
+    http => '    add_header X-Trace $spanprof_trace_id always;',
+    server => "location /slow { proxy_pass http://127.0.0.1:${\ $up->port}; }
         location /big {
             alias $dir/big.txt;
             gzip on; gzip_comp_level 9; gzip_types text/plain;
             gzip_min_length 0;
-        }
-    }
-}
-CONF
+        }");
 
 my $master = spawn({
     OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
@@ -68,8 +45,7 @@ my $master = spawn({
     SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
     SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
     OTEL_BSP_SCHEDULE_DELAY => '200',
-}, "$dir/stderr.log", '/usr/sbin/nginx', '-p', $dir, '-c',
-   "$dir/nginx.conf", '-e', "$dir/error.log");
+}, "$dir/stderr.log", nginx_cmd($dir));
 ok(wait_for_port($port, 20), 'nginx listens')
     or BAIL_OUT(read_file("$dir/error.log"));
 

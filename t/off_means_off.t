@@ -15,8 +15,8 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
-                        spawn wait_for_port stop);
+use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
+                        nginx_conf nginx_cmd httpd_conf httpd_cmd text_file);
 use Spanprof::Receiver;
 
 my $why = Spanprof::Receiver::unavailable();
@@ -25,7 +25,6 @@ plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 
 use constant SIGPROF => 27;
 
-my $mods = '/usr/lib/apache2/modules';
 
 # The server's processes: the master or parent and its children, without
 # the exporter (a separate program, never a sampler).
@@ -87,82 +86,32 @@ sub heavy_requests {
     }
 }
 
-sub big_file {
-    my ($path) = @_;
-    write_file($path, join('', map { "line $_ of a text compressed at "
-                                     . "level 9\n" } 1 .. 60000));
-    chmod 0644, $path;
-}
+my $BIG = '
+            gzip on; gzip_comp_level 9; gzip_types text/plain;
+            gzip_min_length 0;';
 
 sub nginx_server {
     my ($dir, $scope) = @_;
-    my $port = free_port();
-    my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
-    big_file("$dir/big.txt");
-    write_file("$dir/nginx.conf", <<"CONF");
-load_module $module;
-daemon off;
-worker_processes 2;
-error_log $dir/error.log notice;
-pid $dir/nginx.pid;
-events { worker_connections 64; }
-http {
-    access_log off;
-    $scope
-    client_body_temp_path $dir/body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
-    server {
-        listen 127.0.0.1:$port;
-        location /big {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }
-    }
-}
-CONF
-    return ($port, '/usr/sbin/nginx', '-p', $dir, '-c', "$dir/nginx.conf",
-            '-e', "$dir/error.log");
+    text_file("$dir/big.txt", 60000);
+    my $port = nginx_conf($dir, workers => 2, http => $scope,
+                          server => "location /big { alias $dir/big.txt;"
+                                    . "$BIG }");
+    return ($port, nginx_cmd($dir));
 }
 
 sub httpd_server {
     my ($dir, $scope) = @_;
-    my $port = free_port();
-    my $module = top_dir() . '/build/mod_spanprof.so';
-    mkdir "$dir/htdocs";
-    chmod 0755, "$dir/htdocs";
-    big_file("$dir/htdocs/big");
-    write_file("$dir/httpd.conf", <<"CONF");
-ServerRoot $dir
-DefaultRuntimeDir $dir
-PidFile $dir/httpd.pid
-Listen 127.0.0.1:$port
-ServerName localhost
-User nobody
-Group nogroup
-ErrorLog $dir/error.log
-LogLevel notice
-LoadModule mpm_event_module $mods/mod_mpm_event.so
-LoadModule authz_core_module $mods/mod_authz_core.so
-LoadModule mime_module $mods/mod_mime.so
-LoadModule deflate_module $mods/mod_deflate.so
-LoadModule filter_module $mods/mod_filter.so
-LoadModule spanprof_module $module
+    my $port = httpd_conf($dir, modules => [qw(deflate filter)],
+                          extra => <<"EXTRA");
 StartServers 2
-TypesConfig /dev/null
-DocumentRoot $dir/htdocs
 DeflateCompressionLevel 9
-<Directory $dir/htdocs>
-    Require all granted
+<Location /big>
     SetOutputFilter DEFLATE
-</Directory>
+</Location>
 $scope
-CONF
-    return ($port, '/usr/sbin/apache2', '-f', "$dir/httpd.conf",
-            '-DFOREGROUND');
+EXTRA
+    text_file("$dir/htdocs/big", 60000);
+    return ($port, httpd_cmd($dir));
 }
 
 # Runs one server in one configuration; returns what was seen.

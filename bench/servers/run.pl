@@ -34,8 +34,9 @@ use List::Util qw(sum);
 use POSIX qw(strftime);
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
-                        spawn wait_for_port stop);
+use Spanprof::Server qw(new_dir write_file read_file free_port spawn
+                        wait_for_port stop nginx_conf nginx_cmd httpd_conf
+                        httpd_cmd text_file);
 use Spanprof::Receiver;
 
 my $what = shift // 'all';
@@ -43,8 +44,6 @@ my $ROUNDS = shift // 3;
 my $DURATION = $ENV{BENCH_SECONDS} // 5;
 my $CALLGRIND_REQUESTS = $ENV{BENCH_REQUESTS} // 2000;
 my $CALLGRIND_SECONDS = $ENV{BENCH_WALL} // 30;
-my $top = top_dir();
-my $mods = '/usr/lib/apache2/modules';
 my $SELECT_ALL = 'baggage: splunk.trace.snapshot.volume=highest';
 
 my @MODES = qw(bare off tracing snapshot all-10ms continuous);
@@ -69,99 +68,51 @@ sub docs {
     mkdir $root;
     chmod 0755, $root;
     write_file("$root/small.html", ('x' x 1023) . "\n");
-    write_file("$root/big.txt", join('', map { "line $_ of a text that is "
-                                               . "compressed at level 9\n" }
-                                         1 .. 3500));
-    chmod 0644, "$root/$_" for qw(small.html big.txt);
+    chmod 0644, "$root/small.html";
+    text_file("$root/big.txt", 3500);
 }
 
-sub temp_paths {
-    my ($dir) = @_;
-    return join "\n", map { "    ${_}_temp_path $dir/$_;" }
-        qw(client_body proxy fastcgi uwsgi scgi);
-}
-
-# The upstream of the proxy workload: a bare nginx.
-sub upstream_conf {
-    my ($dir, $port) = @_;
-    docs("$dir/up");
-    write_file("$dir/up.conf", <<"CONF");
-daemon off;
-worker_processes 1;
-error_log $dir/up-error.log warn;
-pid $dir/up.pid;
-events { worker_connections 1024; }
-http {
-    access_log off;
-${\ temp_paths($dir)}
-    server { listen 127.0.0.1:$port; root $dir/up; }
-}
-CONF
-}
-
-sub nginx_conf {
-    my ($dir, $mode, $port, $up, %o) = @_;
-    my $load = $mode eq 'bare' ? ''
-        : "load_module $top/build/ngx_http_spanprof_module.so;";
-    my $off = $mode eq 'off' ? 'spanprof off;' : '';
-    my $master = $o{master} // 'on';
+# The upstream of the proxy workload: a bare nginx in a directory of its own.
+sub upstream_start {
+    my $dir = new_dir();
     docs("$dir/www");
-    write_file("$dir/nginx.conf", <<"CONF");
-$load
-daemon off;
-master_process $master;
-worker_processes 1;
-error_log $dir/error.log warn;
-pid $dir/nginx.pid;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    $off
-${\ temp_paths($dir)}
-    upstream backend { server 127.0.0.1:$up; keepalive 16; }
-    server {
-        listen 127.0.0.1:$port;
-        root $dir/www;
+    my $port = nginx_conf($dir, module => 0, log_level => 'warn',
+                          connections => 1024, server => "root $dir/www;",
+                          location => '');
+    my $pid = spawn(undef, "$dir/stderr.log", 'taskset', '-c', '1',
+                    nginx_cmd($dir));
+    wait_for_port($port) or die "upstream did not start";
+    return ($pid, $port);
+}
+
+sub nginx_server {
+    my ($dir, $mode, $port, $up) = @_;
+    docs("$dir/www");
+    my $off = $mode eq 'off' ? 'spanprof off;' : '';
+    nginx_conf($dir, port => $port, module => $mode ne 'bare',
+               log_level => 'warn', connections => 1024, location => '',
+               http => "    $off
+    upstream backend { server 127.0.0.1:$up; keepalive 16; }",
+               server => "root $dir/www;
         location /proxy/ {
             proxy_pass http://backend/;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            proxy_set_header Connection \"\";
         }
         location /big.txt {
             gzip on; gzip_comp_level 9; gzip_types text/plain;
             gzip_min_length 0;
-        }
-    }
-}
-CONF
-    return ('/usr/sbin/nginx', '-p', $dir, '-c', "$dir/nginx.conf",
-            '-e', "$dir/error.log");
+        }");
+    return nginx_cmd($dir);
 }
 
-sub httpd_conf {
+sub httpd_server {
     my ($dir, $mode, $port, $up) = @_;
-    my $load = $mode eq 'bare' ? ''
-        : "LoadModule spanprof_module $top/build/mod_spanprof.so";
     my $off = $mode eq 'off' ? 'Spanprof Off' : '';
-    docs("$dir/www");
-    write_file("$dir/httpd.conf", <<"CONF");
-ServerRoot $dir
-DefaultRuntimeDir $dir
-PidFile $dir/httpd.pid
-Listen 127.0.0.1:$port
-ServerName localhost
-User nobody
-Group nogroup
-ErrorLog $dir/error.log
-LogLevel warn
-LoadModule mpm_event_module $mods/mod_mpm_event.so
-LoadModule authz_core_module $mods/mod_authz_core.so
-LoadModule mime_module $mods/mod_mime.so
-LoadModule proxy_module $mods/mod_proxy.so
-LoadModule proxy_http_module $mods/mod_proxy_http.so
-LoadModule deflate_module $mods/mod_deflate.so
-LoadModule filter_module $mods/mod_filter.so
-$load
+    httpd_conf($dir, port => $port, module => $mode ne 'bare',
+               log_level => 'warn',
+               modules => [qw(proxy proxy_http deflate filter)],
+               extra => <<"EXTRA");
 StartServers 1
 ServerLimit 1
 ThreadsPerChild 16
@@ -170,21 +121,15 @@ MinSpareThreads 1
 MaxSpareThreads 16
 KeepAlive On
 MaxKeepAliveRequests 0
-TypesConfig /dev/null
-AddType text/html .html
-AddType text/plain .txt
-DocumentRoot $dir/www
 DeflateCompressionLevel 9
-<Directory $dir/www>
-    Require all granted
-</Directory>
 <Location /big.txt>
     SetOutputFilter DEFLATE
 </Location>
 ProxyPass /proxy/ http://127.0.0.1:$up/
 $off
-CONF
-    return ('/usr/sbin/apache2', '-f', "$dir/httpd.conf", '-DFOREGROUND');
+EXTRA
+    docs("$dir/htdocs");
+    return httpd_cmd($dir);
 }
 
 sub server_env {
@@ -240,12 +185,7 @@ sub run_wrk {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
     pin(1, $recv->pid);
-    my $up = free_port();
-    upstream_conf($dir, $up);
-    my $uppid = spawn(undef, "$dir/up.log", 'taskset', '-c', '1',
-                      '/usr/sbin/nginx', '-p', $dir, '-c', "$dir/up.conf",
-                      '-e', "$dir/up-error.log");
-    wait_for_port($up) or die "upstream did not start";
+    my ($uppid, $up) = upstream_start();
 
     my %r;            # server, workload, mode => [ [rps, p99], ... ]
     my $failures = 0;
@@ -257,8 +197,8 @@ sub run_wrk {
                 mkdir $sdir;
                 my $port = free_port();
                 my @cmd = $server eq 'nginx'
-                    ? nginx_conf($sdir, $mode, $port, $up)
-                    : httpd_conf($sdir, $mode, $port, $up);
+                    ? nginx_server($sdir, $mode, $port, $up)
+                    : httpd_server($sdir, $mode, $port, $up);
                 my $pid = spawn(server_env($mode, $recv), "$sdir/stderr.log",
                                 'taskset', '-c', '0', @cmd);
                 wait_for_port($port, 20)
@@ -316,7 +256,7 @@ sub callgrind_total {
     my ($mode, $requests, $recv, $up) = @_;
     my $dir = new_dir();
     my $port = free_port();
-    my @cmd = nginx_conf($dir, $mode, $port, $up);
+    my @cmd = nginx_server($dir, $mode, $port, $up);
     # The workers (nobody) write their own profiles when they exit.
     mkdir "$dir/cg";
     chmod 01777, "$dir/cg";
@@ -363,11 +303,7 @@ sub callgrind_total {
 sub run_callgrind {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
-    my $up = free_port();
-    upstream_conf($dir, $up);
-    my $uppid = spawn(undef, "$dir/up.log", '/usr/sbin/nginx', '-p', $dir,
-                      '-c', "$dir/up.conf", '-e', "$dir/up-error.log");
-    wait_for_port($up) or die "upstream did not start";
+    my ($uppid, $up) = upstream_start();
     my %per;
     my @modes = split ' ', ($ENV{BENCH_MODES} // 'bare off tracing snapshot');
     for my $mode (@modes) {

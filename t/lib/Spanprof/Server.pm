@@ -15,8 +15,8 @@ use Time::HiRes qw(sleep time);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
-                    nginx_conf nginx_test nginx_start
-                    httpd_conf httpd_test httpd_start
+                    nginx_conf nginx_cmd nginx_test nginx_start
+                    httpd_conf httpd_cmd httpd_test httpd_start text_file
                     stop wait_for_log http_get spawn wait_for_port);
 
 sub top_dir { abs_path(dirname(__FILE__) . '/../../..') }
@@ -55,21 +55,27 @@ sub read_file {
     return $text;
 }
 
-# nginx.conf in $dir; $http goes inside http {}, $server inside server {}.
+# nginx.conf in $dir; $http goes inside http {}, $server inside server {},
+# $location inside "location /". Optional: workers (1), log_level
+# (notice), connections (64), module => 0 for nginx without spanprof.
 sub nginx_conf {
     my ($dir, %arg) = @_;
     my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
+    my $load = ($arg{module} // 1) ? "load_module $module;" : '';
     my $port = $arg{port} // free_port();
     my $http = $arg{http} // '';
     my $server = $arg{server} // '';
     my $location = $arg{location} // 'return 200 "ok\n";';
+    my $workers = $arg{workers} // 1;
+    my $level = $arg{log_level} // 'notice';
+    my $connections = $arg{connections} // 64;
     write_file("$dir/nginx.conf", <<"CONF");
-load_module $module;
+$load
 daemon off;
-worker_processes 1;
-error_log $dir/error.log notice;
+worker_processes $workers;
+error_log $dir/error.log $level;
 pid $dir/nginx.pid;
-events { worker_connections 64; }
+events { worker_connections $connections; }
 http {
     access_log off;
     client_body_temp_path $dir/body;
@@ -86,6 +92,13 @@ $server
 }
 CONF
     return $port;
+}
+
+# The command line that runs nginx on nginx_conf's configuration.
+sub nginx_cmd {
+    my ($dir) = @_;
+    return ('/usr/sbin/nginx', '-p', $dir, '-c', "$dir/nginx.conf",
+            '-e', "$dir/error.log");
 }
 
 # Runs a command with extra environment variables; returns (exit code,
@@ -155,11 +168,14 @@ sub wait_for_port {
 # answers, or undef.
 sub nginx_start {
     my ($dir, $port, %env) = @_;
-    my $pid = spawn(\%env, "$dir/stderr.log", '/usr/sbin/nginx', '-p', $dir,
-                    '-c', "$dir/nginx.conf", '-e', "$dir/error.log");
+    my $pid = spawn(\%env, "$dir/stderr.log", nginx_cmd($dir));
     return wait_for_port($port) ? $pid : do { stop($pid); undef };
 }
 
+# httpd.conf in $dir, serving $dir/htdocs (index.html says "ok"); $extra
+# goes at the end. Optional: mpm (event), modules (more of Debian's
+# modules by name, e.g. [qw(deflate filter)]), log_level (notice),
+# module => 0 for httpd without spanprof.
 sub httpd_conf {
     my ($dir, %arg) = @_;
     my $module = top_dir() . '/build/mod_spanprof.so';
@@ -167,6 +183,10 @@ sub httpd_conf {
     my $port = $arg{port} // free_port();
     my $mpm = $arg{mpm} // 'event';
     my $extra = $arg{extra} // '';
+    my $level = $arg{log_level} // 'notice';
+    my $load = join "\n", map { "LoadModule ${_}_module $mods/mod_$_.so" }
+        @{ $arg{modules} // [] };
+    $load .= "\nLoadModule spanprof_module $module" if $arg{module} // 1;
     my $types = -r '/etc/mime.types' ? '/etc/mime.types' : '/dev/null';
     write_file("$dir/httpd.conf", <<"CONF");
 ServerRoot $dir
@@ -177,12 +197,12 @@ ServerName localhost
 User nobody
 Group nogroup
 ErrorLog $dir/error.log
-LogLevel notice
+LogLevel $level
 LoadModule mpm_${mpm}_module $mods/mod_mpm_$mpm.so
 LoadModule authz_core_module $mods/mod_authz_core.so
 LoadModule mime_module $mods/mod_mime.so
 LoadModule dir_module $mods/mod_dir.so
-LoadModule spanprof_module $module
+$load
 TypesConfig $types
 DocumentRoot $dir/htdocs
 <Directory $dir/htdocs>
@@ -197,6 +217,22 @@ CONF
     return $port;
 }
 
+# The command line that runs apache2 on httpd_conf's configuration.
+sub httpd_cmd {
+    my ($dir) = @_;
+    return ('/usr/sbin/apache2', '-f', "$dir/httpd.conf", '-DFOREGROUND');
+}
+
+# A text file of $lines numbered lines that compresses well, readable by
+# the servers' workers.
+sub text_file {
+    my ($path, $lines) = @_;
+    write_file($path, join('', map { "line $_ of a text the server "
+                                     . "compresses at level 9\n" }
+                                   1 .. $lines));
+    chmod 0644, $path;
+}
+
 sub httpd_test {
     my ($dir, %env) = @_;
     return run_cmd(\%env, '/usr/sbin/apache2', '-t', '-f', "$dir/httpd.conf");
@@ -204,8 +240,7 @@ sub httpd_test {
 
 sub httpd_start {
     my ($dir, $port, %env) = @_;
-    my $pid = spawn(\%env, "$dir/stderr.log", '/usr/sbin/apache2',
-                    '-f', "$dir/httpd.conf", '-DFOREGROUND');
+    my $pid = spawn(\%env, "$dir/stderr.log", httpd_cmd($dir));
     return wait_for_port($port) ? $pid : do { stop($pid); undef };
 }
 
