@@ -127,10 +127,12 @@ $(BUILD)/nginx/Makefile: config Makefile
 	    --builddir=$(B)/nginx --with-cc-opt="$(NGX_CC_OPT)" >$(B)/nginx/configure.log \
 	    || { cat $(B)/nginx/configure.log; exit 1; }
 
-# nginx's Makefile does not know the module links our archive: remove its
-# output so a changed core is always linked in.
+# nginx's Makefile knows neither that the module links our archive nor that
+# it includes core/include: remove its output and objects, so a changed core
+# is always linked in and a changed header compiled in (an object built
+# against an older sp_sampler_options read past its end).
 $(NGX_MODULE): $(CORE_LIB) $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.c ngx_module/*.h) $(CORE_HDRS)
-	rm -f $(B)/nginx/ngx_http_spanprof_module.so
+	rm -f $(B)/nginx/ngx_http_spanprof_module.so $(B)/nginx/addon/ngx_module/*.o
 	$(MAKE) --no-print-directory -f $(B)/nginx/Makefile -C $(NGINX_SRC) modules
 	@# A new file, renamed over the old: nginx processes still running the
 	@# old one (tests, a reload) would crash if it were rewritten in place.
