@@ -66,8 +66,14 @@ typedef struct {
     const char   *traceparent;
     const char   *tracestate;
     const char   *baggage;
-    int           sampling;
+    int           sampling;    /* its span is open in the sampler */
+    apr_os_thread_t  thread;   /* the one that entered it */
     int           finished;
+    /* As logged: later, when the pool goes, mod_http2 has marked a
+     * stream's connection aborted whether or not the client went away. */
+    int           logged;
+    int           status;
+    int           aborted;
 } spanprof_request;
 
 /* Per child process. */
@@ -411,6 +417,9 @@ spanprof_child_init(apr_pool_t *pchild, server_rec *s)
         SP_SETTING_PROFILER_MAX_STACK_DEPTH);
     /* Wall clock: a request blocked on a backend is sampled too. */
     o.clock = SP_SAMPLER_CLOCK_WALL;
+    /* A request is logged and freed with its last bucket, maybe by another
+     * thread than the one that served it. */
+    o.spans_end_anywhere = true;
     st = sp_sampler_create(&o, spanprof_ring, &spanprof_sampler);
     if (st == SP_OK) {
         st = sp_sampler_start(spanprof_sampler);
@@ -439,6 +448,27 @@ spanprof_initial(request_rec *r)
     return r;
 }
 
+/*
+ * The client went away before the response was complete. Over HTTP/2 the
+ * stream's own connection is marked aborted when the stream is done, which
+ * may be before the request is logged: there it says nothing.
+ */
+static int
+spanprof_client_gone(request_rec *r)
+{
+    return r->connection->aborted && r->proto_num < HTTP_VERSION(2, 0);
+}
+
+/* The request an internal redirect ended in: the one logged. */
+static request_rec *
+spanprof_final(request_rec *r)
+{
+    while (r->next != NULL) {
+        r = r->next;
+    }
+    return r;
+}
+
 static spanprof_request *
 spanprof_request_of(request_rec *r)
 {
@@ -455,11 +485,28 @@ spanprof_enabled_here(request_rec *r)
     return d == NULL || d->enable != SPANPROF_OFF;
 }
 
+/*
+ * The span's sampling ends, from whichever thread ends it: closed for
+ * every thread, left on this one if it is the one that entered.
+ */
+static void
+spanprof_stop_sampling(spanprof_request *sr)
+{
+    if (!sr->sampling) {
+        return;
+    }
+    sr->sampling = 0;
+    sp_sampler_span_close(spanprof_sampler, sr->entry.ctx.span_id);
+    if (apr_os_thread_equal(sr->thread, apr_os_thread_current())) {
+        sp_sampler_leave(spanprof_sampler);
+    }
+}
+
 static apr_status_t
 spanprof_request_done(void *data)
 {
     spanprof_request *sr = data;
-    request_rec      *r = sr->initial, *last = r;
+    request_rec      *r = sr->initial, *last = spanprof_final(r);
     sp_entry_http     h;
     apr_port_t        port;
     const char       *ua;
@@ -468,12 +515,7 @@ spanprof_request_done(void *data)
         return APR_SUCCESS;
     }
     sr->finished = 1;
-    if (sr->sampling) {
-        sp_sampler_leave(spanprof_sampler);
-    }
-    while (last->next != NULL) {
-        last = last->next;
-    }
+    spanprof_stop_sampling(sr);
     if (!spanprof_enabled_here(last) || spanprof_ring == NULL) {
         return APR_SUCCESS;
     }
@@ -506,13 +548,34 @@ spanprof_request_done(void *data)
     ua = apr_table_get(r->headers_in, "User-Agent");
     h.user_agent = ua;
     h.user_agent_len = ua ? strlen(ua) : 0;
-    h.status = last->status;
-    if (r->connection->aborted && last->status < 400) {
+    if (!sr->logged) {
+        sr->status = last->status;
+        sr->aborted = spanprof_client_gone(r);
+    }
+    h.status = sr->status;
+    if (sr->aborted && sr->status < 400) {
         h.status = 499;
     }
     h.pid = (uint32_t) getpid();
     (void) sp_entry_finish(&sr->entry, &h, spanprof_ring);
     return APR_SUCCESS;
+}
+
+/* Variables for LogFormat's %{...}e. */
+static void
+spanprof_set_env(request_rec *r, spanprof_request *sr)
+{
+    char  hex[33];
+
+    sp_hex_format(sr->entry.ctx.trace_id, 16, hex);
+    apr_table_set(r->subprocess_env, "SPANPROF_TRACE_ID", hex);
+    sp_hex_format(sr->entry.ctx.span_id, 8, hex);
+    apr_table_set(r->subprocess_env, "SPANPROF_SPAN_ID", hex);
+    apr_table_set(r->subprocess_env, "SPANPROF_TRACEPARENT", sr->traceparent);
+    apr_table_set(r->subprocess_env, "SPANPROF_BAGGAGE",
+                  sr->baggage ? sr->baggage : "");
+    apr_table_set(r->subprocess_env, "SPANPROF_SNAPSHOT",
+                  sr->entry.selection.profiled ? "1" : "0");
 }
 
 static int
@@ -551,22 +614,31 @@ spanprof_post_read_request(request_rec *r)
     ap_set_module_config(r->request_config, &spanprof_module, sr);
     apr_pool_cleanup_register(r->pool, sr, spanprof_request_done,
                               apr_pool_cleanup_null);
+    /* Here, not only in fixups: a response decided before them (a
+     * rewrite to 503, a bad request) is logged with its ids too. */
+    spanprof_set_env(r, sr);
 
-    if (sr->entry.selection.profiled && spanprof_sampler != NULL) {
+    /* This thread may still carry a span whose request is not freed yet
+     * (its last bucket waits for write completion): none of that one's. */
+    sp_sampler_leave(spanprof_sampler);
+    if (sr->entry.selection.profiled && spanprof_sampler != NULL
+        && sp_sampler_span_open(spanprof_sampler, sr->entry.ctx.span_id)
+           == SP_OK)
+    {
+        sr->thread = apr_os_thread_current();
+        sr->sampling = 1;
         sp_sampler_enter(spanprof_sampler, sr->entry.ctx.trace_id,
                          sr->entry.ctx.span_id);
-        sr->sampling = 1;
     }
     return DECLINED;
 }
 
 /* Before the handler of every (redirected) request: headers for mod_proxy
- * and variables for LogFormat. */
+ * and, where an internal redirect renamed them, the variables again. */
 static int
 spanprof_fixups(request_rec *r)
 {
     spanprof_request *sr = spanprof_request_of(r);
-    char              hex[33];
 
     if (sr == NULL || !spanprof_enabled_here(r)) {
         return DECLINED;
@@ -586,15 +658,9 @@ spanprof_fixups(request_rec *r)
             apr_table_unset(r->headers_in, "baggage");
         }
     }
-    sp_hex_format(sr->entry.ctx.trace_id, 16, hex);
-    apr_table_set(r->subprocess_env, "SPANPROF_TRACE_ID", hex);
-    sp_hex_format(sr->entry.ctx.span_id, 8, hex);
-    apr_table_set(r->subprocess_env, "SPANPROF_SPAN_ID", hex);
-    apr_table_set(r->subprocess_env, "SPANPROF_TRACEPARENT", sr->traceparent);
-    apr_table_set(r->subprocess_env, "SPANPROF_BAGGAGE",
-                  sr->baggage ? sr->baggage : "");
-    apr_table_set(r->subprocess_env, "SPANPROF_SNAPSHOT",
-                  sr->entry.selection.profiled ? "1" : "0");
+    if (r->prev != NULL) {
+        spanprof_set_env(r, sr);
+    }
     return DECLINED;
 }
 
@@ -635,9 +701,13 @@ spanprof_log_transaction(request_rec *r)
 {
     spanprof_request *sr = spanprof_request_of(r);
 
-    if (sr != NULL && sr->sampling) {
-        sp_sampler_leave(spanprof_sampler);
-        sr->sampling = 0;
+    if (sr != NULL && r->main == NULL && !sr->logged) {
+        sr->logged = 1;
+        sr->status = spanprof_final(r)->status;
+        sr->aborted = spanprof_client_gone(r);
+    }
+    if (sr != NULL) {
+        spanprof_stop_sampling(sr);
     }
     if (spanprof_sampler != NULL) {
         spanprof_poll(r);

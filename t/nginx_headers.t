@@ -22,7 +22,8 @@ use Spanprof::Receiver;
 use Spanprof::Upstream;
 use Spanprof::Cases qw(curl_case log_case upstream_case wait_spans);
 use Spanprof::HeaderMatrix qw(cases check_case check_unexported
-                               check_selection);
+                               check_selection
+                               check_samples_in_spans);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -117,6 +118,7 @@ check_selection(probability => $PROBABILITY, log_of => sub {
 });
 
 stop($nginx);
+check_samples_in_spans($recv);
 my $log = read_file("$dir/error.log");
 unlike($log, qr/\[(alert|emerg|crit)\]/, 'no alert in the error log');
 

@@ -43,6 +43,14 @@
  * thread was between enter and leave for that span: the handler reads the
  * thread's ids under a sequence counter, and a sample that interrupts
  * enter/leave itself carries no ids.
+ *
+ * Spans that end on another thread (httpd): enter and leave act on the
+ * calling thread, but httpd logs and frees a request when its last bucket
+ * is destroyed, which may be on another thread (HTTP/2 streams, write
+ * completion). With spans_end_anywhere the adapter opens the span before
+ * enter and closes it from whichever thread ends it; a sample carries only
+ * an open span's ids, and a thread whose span was closed elsewhere is
+ * treated as working for none (its timer stops at its next tick).
  */
 #ifndef SP_SAMPLER_H
 #define SP_SAMPLER_H
@@ -64,6 +72,7 @@ typedef struct sp_sampler_options {
     uint16_t         max_depth;              /* 0: 128 */
     sp_sampler_clock clock;
     int              signo;                  /* 0: SIGPROF */
+    bool             spans_end_anywhere;     /* see above */
 } sp_sampler_options;
 
 typedef struct sp_sampler_stats {
@@ -97,6 +106,17 @@ SP_API void sp_sampler_destroy(sp_sampler *s);
 SP_API void sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
                              const uint8_t span_id[8]);
 SP_API void sp_sampler_leave(sp_sampler *s);
+
+/*
+ * With spans_end_anywhere, from any thread, no allocation, no system call.
+ * open: SP_OK, or SP_ERR_TOO_LONG when SP_SAMPLER_OPEN_SPANS spans are open
+ * already (then do not enter: the span is not sampled). close: once, when
+ * the span ends; a span that is not open is ignored.
+ */
+#define SP_SAMPLER_OPEN_SPANS  256
+SP_API sp_status sp_sampler_span_open(sp_sampler *s,
+                                      const uint8_t span_id[8]);
+SP_API void sp_sampler_span_close(sp_sampler *s, const uint8_t span_id[8]);
 
 /*
  * Outside any handler. Returns the samples dropped since the last

@@ -80,6 +80,10 @@ struct sp_sampler {
     bool                stopping;
     pid_t               thread_tid;
 
+    /* Spans open with spans_end_anywhere, by span id; 0 is a free slot
+     * (a valid span id is never zero). */
+    _Atomic uint64_t    open_spans[SP_SAMPLER_OPEN_SPANS];
+
     _Atomic uint64_t    taken;
     _Atomic uint64_t    dropped;
     _Atomic uint64_t    no_stack;
@@ -167,6 +171,73 @@ sp_thread_state_at(const ucontext_t *uc)
         return SP_THREAD_BLOCKED;
     }
     return SP_THREAD_RUNNING;
+}
+
+static uint64_t
+sp_span_key(const uint8_t span_id[8])
+{
+    uint64_t key;
+
+    memcpy(&key, span_id, 8);
+    return key;
+}
+
+static bool
+sp_span_is_open(sp_sampler *s, const uint8_t span_id[8])
+{
+    uint64_t key = sp_span_key(span_id);
+    size_t   i;
+
+    if (key == 0) {
+        return false;
+    }
+    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
+        if (atomic_load_explicit(&s->open_spans[i], memory_order_acquire)
+            == key)
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
+sp_status
+sp_sampler_span_open(sp_sampler *s, const uint8_t span_id[8])
+{
+    uint64_t key = sp_span_key(span_id), free_slot;
+    size_t   i;
+
+    if (s == NULL || key == 0) {
+        return SP_ERR_INVALID;
+    }
+    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
+        free_slot = 0;
+        if (atomic_compare_exchange_strong_explicit(&s->open_spans[i],
+                &free_slot, key, memory_order_acq_rel, memory_order_relaxed))
+        {
+            return SP_OK;
+        }
+    }
+    return SP_ERR_TOO_LONG;
+}
+
+void
+sp_sampler_span_close(sp_sampler *s, const uint8_t span_id[8])
+{
+    uint64_t key = sp_span_key(span_id), open;
+    size_t   i;
+
+    if (s == NULL || key == 0) {
+        return;
+    }
+    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
+        open = key;
+        if (atomic_compare_exchange_strong_explicit(&s->open_spans[i],
+                &open, 0, memory_order_acq_rel, memory_order_relaxed))
+        {
+            return;
+        }
+    }
 }
 
 static void
@@ -259,6 +330,10 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
     atomic_signal_fence(memory_order_acquire);
     after = atomic_load_explicit(&t->seq, memory_order_relaxed);
     if ((before & 1) != 0 || before != after) {
+        has_span = false;
+    }
+    /* Its request ended on another thread: this one works for no span. */
+    if (has_span && s->o.spans_end_anywhere && !sp_span_is_open(s, span_id)) {
         has_span = false;
     }
 

@@ -397,6 +397,103 @@ switching_spans_never_mixes_stacks_and_ids(void **state)
     fx_close(&fx);
 }
 
+/* ---- spans that end on another thread (httpd) */
+
+typedef struct closing_thread {
+    sp_sampler  *sampler;
+    atomic_bool  entered;
+    atomic_bool  closed;
+} closing_thread;
+
+static void *
+run_closing_thread(void *arg)
+{
+    closing_thread *c = arg;
+    uint8_t         trace[16], span[8];
+
+    memset(trace, 0x61, 16);
+    memset(span, 0x62, 8);
+    assert_int_equal(sp_sampler_span_open(c->sampler, span), SP_OK);
+    sp_sampler_enter(c->sampler, trace, span);
+    atomic_store(&c->entered, true);
+    while (!atomic_load(&c->closed)) {
+        burn_as_a(1);
+    }
+    /* Never left: as an httpd thread whose request another thread ended. */
+    burn_as_b(300);
+    sp_sampler_leave(c->sampler);
+    return NULL;
+}
+
+static void
+a_span_closed_on_another_thread_is_sampled_no_more(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1,
+                             .clock = SP_SAMPLER_CLOCK_WALL,
+                             .spans_end_anywhere = true };
+    closing_thread   c = { 0 };
+    sp_sampler_stats at_close, at_end;
+    uint8_t          span[8], other[8];
+    pthread_t        th;
+    fixture          fx;
+    size_t           i, with_span = 0;
+    int              k;
+    sp_sampler      *s;
+
+    (void)state;
+    memset(span, 0x62, 8);
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    c.sampler = s;
+    assert_int_equal(pthread_create(&th, NULL, run_closing_thread, &c), 0);
+    while (!atomic_load(&c.entered)) {
+        usleep(1000);
+    }
+    usleep(200000);
+    sp_sampler_span_close(s, span);
+    sp_sampler_stats_get(s, &at_close);
+    atomic_store(&c.closed, true);
+    pthread_join(th, NULL);
+    sp_sampler_stats_get(s, &at_end);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+
+    for (i = 0; i < fx.count; i++) {
+        const got_sample *g = &fx.got[i];
+
+        /* Snapshot only: nothing without an open span, nothing after. */
+        assert_true(g->s.has_span);
+        assert_int_equal(g->s.span_id[0], 0x62);
+        assert_int_equal(frame_of(g, "burn_as_b"), -1);
+        with_span += frame_of(g, "burn_as_a") >= 0;
+    }
+    assert_true(with_span >= 5);
+    /* The thread's timer stopped at its first tick after the close, not
+     * 300 ticks later. */
+    assert_true(at_end.signals - at_close.signals <= 3);
+
+    /* The table of open spans is bounded, and a slot is reused. */
+    for (k = 0; k < SP_SAMPLER_OPEN_SPANS; k++) {
+        memset(other, 0, 8);
+        memcpy(other, &k, sizeof(k));
+        other[7] = 0x70;
+        assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
+    }
+    memset(other, 0x71, 8);
+    assert_int_equal(sp_sampler_span_open(s, other), SP_ERR_TOO_LONG);
+    sp_sampler_span_close(s, other);        /* not open: ignored */
+    memset(other, 0, 8);
+    other[7] = 0x70;
+    sp_sampler_span_close(s, other);
+    memset(other, 0x71, 8);
+    assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
+    memset(other, 0, 8);
+    assert_int_equal(sp_sampler_span_open(s, other), SP_ERR_INVALID);
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
 /* ---- continuous */
 
 typedef struct busy_thread {
@@ -1006,6 +1103,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(snapshot_samples_carry_their_threads_span_and_stack),
         cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
+        cmocka_unit_test(a_span_closed_on_another_thread_is_sampled_no_more),
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
         cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
         cmocka_unit_test(snapshot_on_cpu_time_interrupts_no_blocked_call),

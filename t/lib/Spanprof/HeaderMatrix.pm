@@ -11,6 +11,7 @@ package Spanprof::HeaderMatrix;
 #   check_unexported($recv, @checked);
 #   check_selection(log_of => sub { ...request with these headers... },
 #                   probability => $p);
+#   check_samples_in_spans($recv);
 #
 # A log line is a hash of trace_id span_id snapshot traceparent baggage
 # status (the module's variables); the upstream's headers are a hash of
@@ -26,7 +27,7 @@ use Spanprof::Cases qw(spans);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(cases check_case check_unexported check_selection
-                    $IN_TRACE $IN_PARENT $VOLUME);
+                    check_samples_in_spans $IN_TRACE $IN_PARENT $VOLUME);
 
 our $IN_TRACE = '0af7651916cd43dd8448eb211c80319c';
 our $IN_PARENT = 'b7ad6b7169203331';
@@ -276,4 +277,31 @@ sub check_selection {
        'the same trace id, the same decision');
 }
 
+# Every profile sample that names a span was taken while that span lived
+# (SPEC 3: sampling starts with the entry span and stops when it ends), and
+# names a span that was exported. Call it after the server stopped: by then
+# everything it sampled has been flushed.
+sub check_samples_in_spans {
+    my ($recv) = @_;
+    my ($spans, $samples) = $recv->collect;
+    my %span = map { $_->{spanId} => $_ } @$spans;
+    my ($named, $unknown, @outside) = (0, 0);
+    for my $x (@$samples) {
+        my $id = $x->{labels}{span_id} // next;
+        $named++;
+        my $s = $span{$id} or do { $unknown++; next };
+        # The label is in whole milliseconds.
+        my $at = $x->{labels}{'source.event.time'} * 1e6;
+        push @outside, sprintf('%s: %.0f ms after its end', $id,
+                               ($at - $s->{endTimeUnixNano}) / 1e6)
+            if $at > $s->{endTimeUnixNano} + 1e6
+            || $at < $s->{startTimeUnixNano} - 1e6;
+    }
+    note("$named samples name a span");
+    is($unknown, 0, 'every sample names an exported span');
+    is(scalar(@outside), 0, 'every sample was taken while its span lived')
+        or diag(join "\n", @outside[0 .. ($#outside < 9 ? $#outside : 9)]);
+}
+
 1;
+

@@ -1,0 +1,123 @@
+#!/usr/bin/perl
+# httpd entry spans, header by header (the nginx test's matrix, from
+# Spanprof::HeaderMatrix): real apache2 (event MPM) with the module, a
+# recording HTTP upstream behind mod_proxy, the exporter the module starts
+# and the independent OTLP receiver. For each case of incoming trace
+# headers, over HTTP/1.1 and over HTTP/2 (h2c, mod_http2): what the
+# upstream receives, what the SPANPROF_* variables log through LogFormat,
+# and the exported span (ids, parent, name, attributes, status). Then
+# snapshot selection through httpd: highest, off, and the trace-id rule.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+
+use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
+use Spanprof::Receiver;
+use Spanprof::Upstream;
+use Spanprof::Cases qw(curl_case log_case upstream_case wait_spans);
+use Spanprof::HeaderMatrix qw(cases check_case check_unexported
+                               check_selection
+                               check_samples_in_spans);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+
+my $PROBABILITY = 0.1;    # the highest SPEC 1 allows
+my $mods = '/usr/lib/apache2/modules';
+plan skip_all => "no mod_http2 in $mods" unless -r "$mods/mod_http2.so";
+
+my $dir = new_dir();
+my $recv = Spanprof::Receiver->start(dir => $dir);
+my $up = Spanprof::Upstream->start(dir => $dir, proto => 'http');
+my $upstream = '127.0.0.1:' . $up->port;
+
+# /fail is answered 503 by mod_rewrite in the URI translation, before any
+# handler (the span is named after the method only).
+my $port = httpd_conf($dir, mpm => 'event', extra => <<"EXTRA");
+LoadModule proxy_module $mods/mod_proxy.so
+LoadModule proxy_http_module $mods/mod_proxy_http.so
+LoadModule http2_module $mods/mod_http2.so
+LoadModule rewrite_module $mods/mod_rewrite.so
+Protocols h2c http/1.1
+LimitRequestFieldSize 32768
+LogFormat "%{x-case}i|%{SPANPROF_TRACE_ID}e|%{SPANPROF_SPAN_ID}e|%{SPANPROF_SNAPSHOT}e|%{SPANPROF_TRACEPARENT}e|%{SPANPROF_BAGGAGE}e|%>s" sp
+CustomLog $dir/sp.log sp
+ProxyPass /proxy http://$upstream/proxy
+RewriteEngine On
+RewriteRule ^/fail - [R=503,L]
+EXTRA
+
+my $httpd = httpd_start($dir, $port,
+    SPLUNK_SNAPSHOT_PROFILER_ENABLED      => 'true',
+    SPLUNK_SNAPSHOT_SELECTION_PROBABILITY => $PROBABILITY,
+    OTEL_EXPORTER_OTLP_ENDPOINT           => 'http://127.0.0.1:' . $recv->port,
+    OTEL_BSP_SCHEDULE_DELAY               => '100',
+    SPLUNK_PROFILER_EXPORT_INTERVAL       => '200',
+    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL     => '1',
+);
+ok($httpd, 'httpd starts with the module')
+    or BAIL_OUT(read_file("$dir/error.log") . read_file("$dir/stderr.log"));
+
+sub request {
+    my (%o) = @_;
+    return curl_case(%o, url => "http://127.0.0.1:$port" . ($o{path} // '/proxy'));
+}
+
+sub log_line {
+    log_case("$dir/sp.log", $_[0],
+             qw(trace_id span_id snapshot traceparent baggage status));
+}
+
+sub upstream_got {
+    my ($r) = upstream_case($up, $_[0]);
+    return $r && $r->{headers};
+}
+
+sub span_of {
+    my ($span_id) = @_;
+    my ($s) = wait_spans($recv, sub { $_[0]{spanId} eq $span_id });
+    return $s;
+}
+
+# ---- the matrix of incoming headers (Spanprof::HeaderMatrix)
+
+my @check;
+for my $h2 (0, 1) {
+    my $proto = $h2 ? 'HTTP/2' : 'HTTP/1.1';
+    for my $c (cases()) {
+        my ($case, $code) = request(h2 => $h2, headers => $c->{headers},
+                                    path => $c->{path});
+        push @check, { %$c, case => $case, code => $code, h2 => $h2,
+                       what => "$proto, $c->{name}" };
+    }
+}
+
+for my $c (@check) {
+    my $proxied = ($c->{path} // '/proxy') =~ m{^/proxy};
+    check_case($c, log => log_line($c->{case}), proxied => $proxied,
+               upstream => $proxied ? upstream_got($c->{case}) : undef,
+               span => \&span_of, route => $proxied ? 'proxy-server' : undef,
+               port => $port, probability => $PROBABILITY);
+}
+check_unexported($recv, @check);
+
+# ---- selection through httpd: highest, off, and random trace ids
+
+check_selection(probability => $PROBABILITY, log_of => sub {
+    my ($case) = request(headers => $_[0]);
+    return log_line($case);
+});
+
+stop($httpd);
+check_samples_in_spans($recv);
+my $errors = join "\n", grep { /:(error|crit|alert|emerg)\]/ }
+    split /\n/, read_file("$dir/error.log");
+is($errors, '', 'nothing above warn in the error log');
+
+done_testing();
