@@ -1,4 +1,5 @@
 #include "sp_otlp.h"
+#include "sp_copy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -887,9 +888,7 @@ sp_dv_bytes(uint8_t *p, uint8_t tag, const void *data, size_t len)
 {
     *p++ = tag;
     p = sp_dv_varint(p, len);
-    if (len > 0) {
-        memcpy(p, data, len);
-    }
+    sp_copy(p, data, len);
     return p + len;
 }
 

@@ -72,6 +72,7 @@
  */
 #include <string.h>
 
+#include "sp_copy.h"
 #include "sp_record.h"
 #include "sp_tracecontext.h"
 
@@ -120,10 +121,8 @@ sp_put64(unsigned char *p, size_t off, uint64_t v)
 static void
 sp_put_bytes(unsigned char *p, size_t off, const void *src, size_t len)
 {
-    /* memcpy with a NULL source is undefined even for 0 bytes */
-    if (len > 0) {
-        memcpy(p + off, src, len);
-    }
+    /* sp_copy reads nothing for 0 bytes: a NULL source is fine */
+    sp_copy(p + off, src, len);
 }
 
 static uint16_t

@@ -858,8 +858,8 @@ direct_span_encoder_writes_the_generic_bytes(void **state)
     sp_resource    *res = resource("svc", true);
     sp_span_attr    attrs[6];
     sp_span_record  s;
-    size_t          lens[] = { 0, 1, 100, 127, 128, 200, 16383, 16384,
-                               19990 };
+    size_t          lens[] = { 0, 1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33,
+                               100, 127, 128, 200, 16383, 16384, 19990 };
     size_t          i, k, v;
     int             variant;
 
