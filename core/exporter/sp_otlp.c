@@ -871,14 +871,25 @@ sp_dv_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+/* fixed64/fixed32: little-endian, a plain store where the host is. */
 static inline uint8_t *
 sp_dv_fixed(uint8_t *p, uint64_t v, int bytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (bytes == 8) {
+        memcpy(p, &v, 8);
+    } else {
+        uint32_t w = (uint32_t)v;
+
+        memcpy(p, &w, 4);
+    }
+#else
     int i;
 
     for (i = 0; i < bytes; i++) {
         p[i] = (uint8_t)(v >> (8 * i));
     }
+#endif
     return p + bytes;
 }
 
@@ -942,12 +953,23 @@ sp_dv_utf8(const sp_span_record *s, const sp_span_attr *attrs, size_t n)
     return true;
 }
 
+/*
+ * The sizes of the first SP_DV_MEMO attributes' AnyValue and KeyValue
+ * bodies, computed for the span's size and used again when it is written.
+ */
+#define SP_DV_MEMO 64
+
+typedef struct sp_dv_memo {
+    size_t any[SP_DV_MEMO];
+    size_t kv[SP_DV_MEMO];
+} sp_dv_memo;
+
 /* The Span message's body. */
 static size_t
 sp_dv_span_size(const sp_span_record *s, const sp_span_attr *attrs,
-                size_t n, bool has_parent)
+                size_t n, bool has_parent, sp_dv_memo *m)
 {
-    size_t size, i;
+    size_t size, i, any, kv;
 
     size = 2 + 16 + 2 + 8 + sp_dv_field(s->name_len) + 9 + 9 + 6;
     if (s->tracestate_len > 0) {
@@ -960,8 +982,13 @@ sp_dv_span_size(const sp_span_record *s, const sp_span_attr *attrs,
         size += 2;
     }
     for (i = 0; i < n; i++) {
-        size += sp_dv_field(sp_dv_kv_size(&attrs[i],
-                                          sp_dv_any_size(&attrs[i])));
+        any = sp_dv_any_size(&attrs[i]);
+        kv = sp_dv_kv_size(&attrs[i], any);
+        if (i < SP_DV_MEMO) {
+            m->any[i] = any;
+            m->kv[i] = kv;
+        }
+        size += sp_dv_field(kv);
     }
     if (s->status_code != SP_STATUS_UNSET) {
         size += 4;
@@ -970,12 +997,10 @@ sp_dv_span_size(const sp_span_record *s, const sp_span_attr *attrs,
 }
 
 static uint8_t *
-sp_dv_attr(uint8_t *p, const sp_span_attr *a)
+sp_dv_attr(uint8_t *p, const sp_span_attr *a, size_t any, size_t kv)
 {
-    size_t any = sp_dv_any_size(a);
-
     *p++ = SP_TAG(OF_SPAN_ATTR, 2);
-    p = sp_dv_varint(p, sp_dv_kv_size(a, any));
+    p = sp_dv_varint(p, kv);
     p = sp_dv_bytes(p, SP_TAG(OF_KV_KEY, 2), a->key, a->key_len);
     *p++ = SP_TAG(OF_KV_VALUE, 2);
     p = sp_dv_varint(p, any);
@@ -994,10 +1019,10 @@ sp_dv_attr(uint8_t *p, const sp_span_attr *a)
 
 static uint8_t *
 sp_dv_span(uint8_t *p, const sp_span_record *s, const sp_span_attr *attrs,
-           size_t n, bool has_parent)
+           size_t n, bool has_parent, const sp_dv_memo *m)
 {
     uint32_t flags;
-    size_t   i;
+    size_t   i, any;
 
     p = sp_dv_bytes(p, SP_TAG(OF_SPAN_TRACE_ID, 2), s->trace_id, 16);
     p = sp_dv_bytes(p, SP_TAG(OF_SPAN_SPAN_ID, 2), s->span_id, 8);
@@ -1018,7 +1043,12 @@ sp_dv_span(uint8_t *p, const sp_span_record *s, const sp_span_attr *attrs,
     *p++ = SP_TAG(OF_SPAN_END, 1);
     p = sp_dv_fixed(p, s->end_ns, 8);
     for (i = 0; i < n; i++) {
-        p = sp_dv_attr(p, &attrs[i]);
+        if (i < SP_DV_MEMO) {
+            p = sp_dv_attr(p, &attrs[i], m->any[i], m->kv[i]);
+        } else {
+            any = sp_dv_any_size(&attrs[i]);
+            p = sp_dv_attr(p, &attrs[i], any, sp_dv_kv_size(&attrs[i], any));
+        }
     }
     if (s->status_code != SP_STATUS_UNSET) {
         *p++ = SP_TAG(OF_SPAN_STATUS, 2);
@@ -1048,6 +1078,7 @@ sp_otlp_traces_add_checked(sp_otlp_traces *t, const sp_resource *res,
                            bool utf8_valid)
 {
     sp_ob_item it;
+    sp_dv_memo memo;
     sp_buf    *b;
     uint8_t   *p, *end;
     size_t     body, total;
@@ -1065,7 +1096,7 @@ sp_otlp_traces_add_checked(sp_otlp_traces *t, const sp_resource *res,
     }
     has_parent = !sp_otlp_all_zero(s->parent_span_id,
                                    sizeof(s->parent_span_id));
-    body = sp_dv_span_size(s, attrs, n, has_parent);
+    body = sp_dv_span_size(s, attrs, n, has_parent, &memo);
     total = sp_dv_field(body);
 
     rc = sp_ob_group_get(&t->batch, res, s->pid, &it.g, &it.created);
@@ -1079,7 +1110,7 @@ sp_otlp_traces_add_checked(sp_otlp_traces *t, const sp_resource *res,
         p = b->data + b->len;
         *p++ = SP_TAG(OF_SCOPE_ITEM, 2);
         p = sp_dv_varint(p, body);
-        end = sp_dv_span(p, s, attrs, n, has_parent);
+        end = sp_dv_span(p, s, attrs, n, has_parent, &memo);
         /* The size computed is the size written, or the buffer overran. */
         if ((size_t)(end - p) != body) {
             abort();

@@ -913,6 +913,33 @@ direct_span_encoder_writes_the_generic_bytes(void **state)
             sp_otlp_traces_destroy(g);
         }
     }
+    /* more attributes than the encoder keeps sizes for */
+    {
+        sp_otlp_traces *d = new_traces(0), *g = new_traces(0);
+        sp_buf          a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+        sp_span_attr    many[70];
+
+        s = span(8, 8, true);
+        for (i = 0; i < 70; i++) {
+            many[i] = span_attrs[i % 3];
+            many[i].str_len = many[i].type == SP_VALUE_STRING ? 3 : 0;
+            many[i].integer = (int64_t)i * 1000;
+            if (many[i].type == SP_VALUE_BOOL) {
+                many[i].integer = i & 1;
+            }
+        }
+        assert_int_equal(sp_otlp_traces_add(d, res, &s, many, 70), SP_OK);
+        assert_int_equal(sp_otlp_traces_add_generic(g, res, &s, many, 70),
+                         SP_OK);
+        assert_int_equal(sp_otlp_traces_serialize(d, &a), SP_OK);
+        assert_int_equal(sp_otlp_traces_serialize(g, &b), SP_OK);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        sp_buf_free(&a);
+        sp_buf_free(&b);
+        sp_otlp_traces_destroy(d);
+        sp_otlp_traces_destroy(g);
+    }
     sp_resource_destroy(res);
 }
 
