@@ -1205,22 +1205,44 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
 }
 
 
-/* 0 for a header that is not ours, else its NGX_HTTP_SPANPROF_* bit. */
+/*
+ * 0 for a header that is not ours, else its NGX_HTTP_SPANPROF_* bit. Our
+ * three names differ in length, so the length picks the one name to
+ * compare, and its first letter turns most others away without a call:
+ * every header of a traced request comes here up to three times
+ * (callgrind: ~500 instructions a request looping over the names).
+ */
 static ngx_uint_t
 ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 {
     ngx_uint_t  i;
 
-    for (i = 0; i < 3; i++) {
-        if (h->key.len == ngx_http_spanprof_headers[i].len
-            && ngx_strncasecmp(h->key.data, ngx_http_spanprof_headers[i].data,
-                               h->key.len) == 0)
-        {
-            return (ngx_uint_t) 1 << i;
-        }
+    switch (h->key.len) {
+
+    case sizeof("traceparent") - 1:
+        i = 0;
+        break;
+
+    case sizeof("tracestate") - 1:
+        i = 1;
+        break;
+
+    case sizeof("baggage") - 1:
+        i = 2;
+        break;
+
+    default:
+        return 0;
     }
 
-    return 0;
+    if (ngx_tolower(h->key.data[0]) != ngx_http_spanprof_headers[i].data[0]
+        || ngx_strncasecmp(h->key.data, ngx_http_spanprof_headers[i].data,
+                           h->key.len) != 0)
+    {
+        return 0;
+    }
+
+    return (ngx_uint_t) 1 << i;
 }
 
 

@@ -281,6 +281,13 @@ sp_utf8_valid(const char *s, size_t len)
                 i += 8;
                 continue;
             }
+        } else if (len >= 8) {
+            /* A short tail: the last eight bytes at once, overlapping
+             * what is already known valid, instead of a byte loop. */
+            memcpy(&w, p + len - 8, 8);
+            if ((w & 0x8080808080808080ull) == 0) {
+                return true;
+            }
         }
         if (p[i] < 0x80) {
             i++;

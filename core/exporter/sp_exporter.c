@@ -117,7 +117,6 @@ struct sp_exporter_loop {
     sp_otlp_traces     *traces;
     uint64_t            traces_first_ms;
     sp_buf              scratch;    /* a serialized profile */
-    sp_buf              request;    /* a serialized request */
     char               *arena;
     size_t              arena_used;
     sp_pprof_frame     *frames;
@@ -482,12 +481,22 @@ sp_evict_oldest_locked(sp_exporter_loop *e, int signal)
 
 static void sp_publish(sp_exporter_loop *e);
 
-/* Hands the request in e->request (records samples or spans) over. */
+/*
+ * Serializes the request of signal's builder (records samples or spans)
+ * straight into a new queue item and hands it over. The builder knows the
+ * request's exact size, so it is written once, where the sender reads it:
+ * no copy through a scratch buffer (callgrind: ~400 instructions a span
+ * per copy, a memcpy is an instruction a byte there).
+ */
 static void
 sp_queue_push(sp_exporter_loop *e, sp_otlp_signal signal, uint64_t records)
 {
-    sp_item *it;
-    size_t   len = e->request.len;
+    sp_item  *it;
+    sp_buf    out;
+    sp_status st;
+    size_t    len = signal == SP_OTLP_SIGNAL_LOGS
+                    ? sp_otlp_logs_size(e->logs)
+                    : sp_otlp_traces_size(e->traces);
 
     e->held_build -= records;
     if (e->sinks[signal].kind == SP_EXPORTER_NONE) {
@@ -499,11 +508,25 @@ sp_queue_push(sp_exporter_loop *e, sp_otlp_signal signal, uint64_t records)
         e->local.dropped_queue_full += records;
         return;
     }
+    /* A buffer over the item that cannot grow: its limit is its size, so
+     * sp_buf_reserve fails rather than realloc it. */
+    out.data = it->data;
+    out.len = 0;
+    out.cap = len;
+    out.limit = len;
+    out.err = SP_OK;
+    st = signal == SP_OTLP_SIGNAL_LOGS
+         ? sp_otlp_logs_serialize(e->logs, &out)
+         : sp_otlp_traces_serialize(e->traces, &out);
+    if (st != SP_OK || out.len != len) {
+        free(it);
+        e->local.dropped_too_large += records;
+        return;
+    }
     it->next = NULL;
     it->signal = signal;
     it->records = records;
     it->len = len;
-    memcpy(it->data, e->request.data, len);
 
     pthread_mutex_lock(&e->lock);
     while (e->head != NULL && e->queue_bytes + len > e->o.max_queue_bytes) {
@@ -542,13 +565,7 @@ sp_logs_push(sp_exporter_loop *e)
     if (sp_otlp_logs_count(e->logs) == 0) {
         return;
     }
-    sp_buf_clear(&e->request);
-    if (sp_otlp_logs_serialize(e->logs, &e->request) == SP_OK) {
-        sp_queue_push(e, SP_OTLP_SIGNAL_LOGS, e->logs_records);
-    } else {
-        e->held_build -= e->logs_records;
-        e->local.dropped_too_large += e->logs_records;
-    }
+    sp_queue_push(e, SP_OTLP_SIGNAL_LOGS, e->logs_records);
     sp_otlp_logs_reset(e->logs);
     e->logs_records = 0;
 }
@@ -561,13 +578,7 @@ sp_traces_push(sp_exporter_loop *e)
     if (n == 0) {
         return;
     }
-    sp_buf_clear(&e->request);
-    if (sp_otlp_traces_serialize(e->traces, &e->request) == SP_OK) {
-        sp_queue_push(e, SP_OTLP_SIGNAL_TRACES, n);
-    } else {
-        e->held_build -= n;
-        e->local.dropped_too_large += n;
-    }
+    sp_queue_push(e, SP_OTLP_SIGNAL_TRACES, n);
     sp_otlp_traces_reset(e->traces);
 }
 
@@ -819,24 +830,25 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
 {
     sp_span_record rec;
     sp_span_record *sp = &rec;
-    size_t    n = 0;
-    uint16_t  i;
+    size_t    n;
+    bool      ascii;
     sp_status st = SP_OK;
 
-    if (sp_span_decode(v->body, v->len, sp) != SP_OK) {
+    if (sp_span_decode_attrs(v->body, v->len, sp, e->attrs, SP_MAX_ATTRS)
+        != SP_OK)
+    {
         return SP_ERR_INVALID;
     }
-    for (i = 0; i < sp->attr_count && n < SP_MAX_ATTRS; i++) {
-        if (sp_span_attr_at(sp, i, &e->attrs[n]) == SP_OK) {
-            n++;
-        }
-    }
+    n = sp->attr_count < SP_MAX_ATTRS ? sp->attr_count : SP_MAX_ATTRS;
+    /* One pass over the record's strings instead of a UTF-8 check each. */
+    ascii = sp_span_strings_ascii(sp);
     if (sp_otlp_traces_count(e->traces) + 1 > e->bsp_queue) {
         e->local.dropped_queue_full++;
         return SP_OK;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
-        st = sp_otlp_traces_add(e->traces, e->resource, sp, e->attrs, n);
+        st = sp_otlp_traces_add_checked(e->traces, e->resource, sp,
+                                        e->attrs, n, ascii);
         if (st != SP_ERR_TOO_LONG || sp_otlp_traces_count(e->traces) == 0) {
             break;
         }
@@ -1417,7 +1429,6 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     pthread_cond_init(&e->cond, NULL);
     pthread_cond_init(&e->idle_cond, NULL);
     sp_buf_init(&e->scratch, 0);
-    sp_buf_init(&e->request, 0);
 
     e->export_interval_ms = sp_config_integer(c,
         SP_SETTING_PROFILER_EXPORT_INTERVAL);
@@ -1565,7 +1576,6 @@ sp_exporter_destroy(sp_exporter_loop *e)
     sp_resource_destroy(e->resource);
     sp_symbolizer_destroy(e->symbolizer);
     sp_buf_free(&e->scratch);
-    sp_buf_free(&e->request);
     free(e->arena);
     free(e->frames);
     free(e->lines);

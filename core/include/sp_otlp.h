@@ -152,6 +152,25 @@ SP_API sp_status sp_otlp_traces_add(sp_otlp_traces *t,
     const sp_resource *res, const sp_span_record *s,
     const sp_span_attr *attrs, size_t n);
 
+/*
+ * sp_otlp_traces_add for a caller that knows (utf8_valid) that every
+ * string of the span and of attrs is valid UTF-8 (the exporter, with
+ * sp_span_strings_ascii), so none is checked again. false: as
+ * sp_otlp_traces_add.
+ */
+SP_API sp_status sp_otlp_traces_add_checked(sp_otlp_traces *t,
+    const sp_resource *res, const sp_span_record *s,
+    const sp_span_attr *attrs, size_t n, bool utf8_valid);
+
+/*
+ * The same through the generic sp_pb_* encoder, which sp_otlp_traces_add
+ * uses for spans with strings that are not valid UTF-8. For tests: both
+ * must write the same bytes.
+ */
+SP_API sp_status sp_otlp_traces_add_generic(sp_otlp_traces *t,
+    const sp_resource *res, const sp_span_record *s,
+    const sp_span_attr *attrs, size_t n);
+
 SP_API sp_status sp_otlp_traces_serialize(const sp_otlp_traces *t,
                                           sp_buf *out);
 

@@ -206,7 +206,20 @@ sp_checksum(const unsigned char *fields, const unsigned char *body,
     w = 0;
     memcpy(&w, fields + 8, 4);
     h = (h ^ w) * prime;
-    for (i = 0; i + 8 <= len; i += 8) {
+    /* Four words an iteration, the same sum: the loop's own compare and
+     * branch were a third of its instructions, paid on both sides of
+     * the ring for every record (callgrind: ~400 a span each). */
+    for (i = 0; i + 32 <= len; i += 32) {
+        memcpy(&w, body + i, 8);
+        h = (h ^ w) * prime;
+        memcpy(&w, body + i + 8, 8);
+        h = (h ^ w) * prime;
+        memcpy(&w, body + i + 16, 8);
+        h = (h ^ w) * prime;
+        memcpy(&w, body + i + 24, 8);
+        h = (h ^ w) * prime;
+    }
+    for (; i + 8 <= len; i += 8) {
         memcpy(&w, body + i, 8);
         h = (h ^ w) * prime;
     }

@@ -844,6 +844,105 @@ reset_gives_what_a_new_builder_gives(void **state)
     sp_resource_destroy(res);
 }
 
+/*
+ * The direct span encoder writes the generic encoder's bytes: spans with
+ * and without each optional field, every attribute type, negative and
+ * large integers, strings whose lengths need one, two and three varint
+ * bytes (and nested lengths that cross 127 and 16383), and one string
+ * that is not valid UTF-8 (which both repair the same way).
+ */
+static void
+direct_span_encoder_writes_the_generic_bytes(void **state)
+{
+    static char     big[20000];
+    sp_resource    *res = resource("svc", true);
+    sp_span_attr    attrs[6];
+    sp_span_record  s;
+    size_t          lens[] = { 0, 1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33,
+                               100, 127, 128, 200, 16383, 16384, 19990 };
+    size_t          i, k, v;
+    int             variant;
+
+    (void)state;
+    for (i = 0; i < sizeof(big); i++) {
+        big[i] = (char)('a' + i % 26);
+    }
+    for (variant = 0; variant < 16; variant++) {
+        for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+            sp_otlp_traces *d = new_traces(0), *g = new_traces(0);
+            sp_buf          a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+
+            s = span(7, (uint8_t)variant, variant & 1);
+            if (variant & 2) {
+                s.tracestate = big;
+                s.tracestate_len = lens[k] > 512 ? 512 : lens[k];
+            }
+            s.status_code = (uint8_t)(variant >> 2 & 3) % 3;
+            s.kind = variant & 8 ? 0 : SP_SPAN_KIND_SERVER;
+            s.name = big;
+            s.name_len = lens[k] > 1024 ? 1024 : lens[k];
+            memset(attrs, 0, sizeof(attrs));
+            attrs[0] = (sp_span_attr){ "k", 1, SP_VALUE_STRING, big,
+                                       lens[k], 0 };
+            attrs[1] = (sp_span_attr){ big, lens[k] > 0 ? lens[k] : 1,
+                                       SP_VALUE_INT, NULL, 0,
+                                       variant & 1 ? -1 : INT64_MAX };
+            attrs[2] = (sp_span_attr){ "b", 1, SP_VALUE_BOOL, NULL, 0,
+                                       variant & 1 };
+            attrs[3] = (sp_span_attr){ "i", 1, SP_VALUE_INT, NULL, 0,
+                                       (int64_t)lens[k] * 1000 };
+            attrs[4] = (sp_span_attr){ "e", 1, SP_VALUE_STRING, NULL, 0,
+                                       0 };
+            attrs[5] = span_attrs[3];   /* "/index\xff" */
+            for (v = 0; v <= 6; v++) {
+                /* attrs[5] is the one not valid UTF-8 */
+                assert_int_equal(sp_otlp_traces_add_checked(d, res, &s,
+                                     attrs, v, v <= 5 && k % 2 == 0),
+                                 SP_OK);
+                assert_int_equal(
+                    sp_otlp_traces_add_generic(g, res, &s, attrs, v), SP_OK);
+            }
+            assert_int_equal(sp_otlp_traces_size(d), sp_otlp_traces_size(g));
+            assert_int_equal(sp_otlp_traces_serialize(d, &a), SP_OK);
+            assert_int_equal(sp_otlp_traces_serialize(g, &b), SP_OK);
+            assert_int_equal(a.len, b.len);
+            assert_memory_equal(a.data, b.data, a.len);
+            sp_buf_free(&a);
+            sp_buf_free(&b);
+            sp_otlp_traces_destroy(d);
+            sp_otlp_traces_destroy(g);
+        }
+    }
+    /* more attributes than the encoder keeps sizes for */
+    {
+        sp_otlp_traces *d = new_traces(0), *g = new_traces(0);
+        sp_buf          a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+        sp_span_attr    many[70];
+
+        s = span(8, 8, true);
+        for (i = 0; i < 70; i++) {
+            many[i] = span_attrs[i % 3];
+            many[i].str_len = many[i].type == SP_VALUE_STRING ? 3 : 0;
+            many[i].integer = (int64_t)i * 1000;
+            if (many[i].type == SP_VALUE_BOOL) {
+                many[i].integer = i & 1;
+            }
+        }
+        assert_int_equal(sp_otlp_traces_add(d, res, &s, many, 70), SP_OK);
+        assert_int_equal(sp_otlp_traces_add_generic(g, res, &s, many, 70),
+                         SP_OK);
+        assert_int_equal(sp_otlp_traces_serialize(d, &a), SP_OK);
+        assert_int_equal(sp_otlp_traces_serialize(g, &b), SP_OK);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        sp_buf_free(&a);
+        sp_buf_free(&b);
+        sp_otlp_traces_destroy(d);
+        sp_otlp_traces_destroy(g);
+    }
+    sp_resource_destroy(res);
+}
+
 int
 main(void)
 {
@@ -857,6 +956,7 @@ main(void)
         cmocka_unit_test(traces_refuse_spans_receivers_would_reject),
         cmocka_unit_test(one_request_holds_at_most_max_resources_workers),
         cmocka_unit_test(reset_gives_what_a_new_builder_gives),
+        cmocka_unit_test(direct_span_encoder_writes_the_generic_bytes),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

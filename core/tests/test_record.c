@@ -361,6 +361,59 @@ assert_attr(const sp_span_record *d, uint16_t i, const sp_span_attr *want,
     }
 }
 
+/*
+ * sp_span_strings_ascii: true when every string is ASCII (the ids, times
+ * and entries around them may hold any byte), false for one byte over
+ * 0x7F at any offset of any string.
+ */
+static void
+span_strings_ascii_covers_every_string(void **state)
+{
+    char           name[80], value[80];
+    sp_span_attr   attrs[3];
+    sp_span_record s = a_span(), d;
+    size_t         n, i;
+
+    (void)state;
+    memset(name, 'n', sizeof(name));
+    memset(value, 'v', sizeof(value));
+    s.name = name;
+    s.name_len = sizeof(name);
+    attrs[0] = (sp_span_attr){ "k\x7f", 2, SP_VALUE_STRING, value,
+                               sizeof(value), 0 };
+    attrs[1] = (sp_span_attr){ "i", 1, SP_VALUE_INT, NULL, 0, -1 };
+    attrs[2] = (sp_span_attr){ "last", 4, SP_VALUE_STRING, "x", 1, 0 };
+    n = encode_span(&s, attrs, 3);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    assert_true(sp_span_strings_ascii(&d));
+    for (i = 0; i < sizeof(name); i++) {
+        name[i] = (char)0xC3;
+        n = encode_span(&s, attrs, 3);
+        assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+        assert_false(sp_span_strings_ascii(&d));
+        name[i] = 'n';
+    }
+    for (i = 0; i < sizeof(value); i++) {
+        value[i] = (char)0x80;
+        n = encode_span(&s, attrs, 3);
+        assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+        assert_false(sp_span_strings_ascii(&d));
+        value[i] = 'v';
+    }
+    attrs[2].str = "\xff";
+    n = encode_span(&s, attrs, 3);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    assert_false(sp_span_strings_ascii(&d));
+    attrs[2].str = "x";
+    s.tracestate = "k=\xe9";
+    s.tracestate_len = 3;
+    n = encode_span(&s, attrs, 3);
+    assert_int_equal(sp_span_decode(buf, n, &d), SP_OK);
+    assert_false(sp_span_strings_ascii(&d));
+    d.attrs = NULL;
+    assert_false(sp_span_strings_ascii(&d));
+}
+
 static void
 span_round_trips_every_field(void **state)
 {
@@ -392,6 +445,24 @@ span_round_trips_every_field(void **state)
     }
     assert_int_equal(sp_span_attr_at(&d, ATTRS3_COUNT, &a),
                      SP_ERR_NOT_FOUND);
+    /* sp_span_decode_attrs: the same record, the same attributes, as
+     * many as there is room for */
+    {
+        sp_span_record e;
+        sp_span_attr   got[ATTRS3_COUNT + 1], one;
+
+        memset(got, 0xAA, sizeof(got));
+        assert_int_equal(sp_span_decode_attrs(buf, n, &e, got,
+                                              ATTRS3_COUNT + 1), SP_OK);
+        assert_memory_equal(&e, &d, sizeof(e));
+        for (i = 0; i < ATTRS3_COUNT; i++) {
+            assert_int_equal(sp_span_attr_at(&d, i, &one), SP_OK);
+            assert_memory_equal(&got[i], &one, sizeof(one));
+        }
+        assert_int_equal(sp_span_decode_attrs(buf, n, &e, got, 1), SP_OK);
+        assert_int_equal(sp_span_decode_attrs(buf, n - 1, &e, got, 1),
+                         SP_ERR_INVALID);
+    }
 
     /* no attributes, no tracestate, a root span, every kind and status */
     memset(s.parent_span_id, 0, 8);
@@ -897,6 +968,7 @@ main(void)
         cmocka_unit_test(sample_thread_name_is_cut_and_terminated),
         cmocka_unit_test(sample_decoder_rejects_each_malformed_form),
         cmocka_unit_test(span_round_trips_every_field),
+        cmocka_unit_test(span_strings_ascii_covers_every_string),
         cmocka_unit_test(span_strings_are_cut_at_their_limits),
         cmocka_unit_test(span_decoder_rejects_each_malformed_form),
         cmocka_unit_test(objects_round_trip_every_field),
