@@ -26,6 +26,7 @@ use Spanprof::Cases qw(spans);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(cases check_case check_unexported check_selection
+                    selected_by_id volume_of
                     $IN_TRACE $IN_PARENT $VOLUME);
 
 our $IN_TRACE = '0af7651916cd43dd8448eb211c80319c';
