@@ -38,8 +38,8 @@ plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 
 my $PARENT = 'b7ad6b7169203331';
 
-# Two children of 25 threads (prefork: two processes) once idle: the number
-# the family settles to.
+# At most two children of 25 threads once idle (prefork: two processes):
+# the family settles to one exporter and one or two children.
 my %mpm_conf = (
     event => <<'CONF',
 StartServers 2
@@ -95,17 +95,21 @@ sub exporters {
     grep { $_->{args} =~ /^spanprof-exporter/ } family($_[0]);
 }
 
-# The family once it is two MPM children and one exporter, or as it is
-# after 20 s.
+# The family once it is one or two MPM children and one exporter, or as it
+# is after 20 s.
+sub settled_ok {
+    my @c = grep { $_->{args} =~ m{^/usr/sbin/apache2 } } @_;
+    my @e = grep { $_->{args} =~ /^spanprof-exporter/ } @_;
+    return @c >= 1 && @c <= 2 && @e == 1 && @_ == @c + 1;
+}
+
 sub settled {
     my ($parent) = @_;
     my $end = time + 20;
     my @f;
     while (time < $end) {
         @f = family($parent);
-        my @c = grep { $_->{args} =~ m{^/usr/sbin/apache2 } } @f;
-        my @e = grep { $_->{args} =~ /^spanprof-exporter/ } @f;
-        return @f if @c == 2 && @e == 1 && @f == 3;
+        return @f if settled_ok(@f);
         sleep 0.2;
     }
     return @f;
@@ -146,7 +150,8 @@ CONF
         or return diag(read_file("$dir/error.log"));
 
     my @f = settled($parent);
-    is(scalar @f, 3, "$mpm: two children and the exporter") or diag(show(@f));
+    ok(settled_ok(@f), "$mpm: one or two children and the exporter")
+        or diag(show(@f));
     my ($exp) = exporters($parent);
     my ($child) = grep { $_->{args} =~ m{^/usr/sbin/apache2 } } @f;
     ok($exp && $child && $exp->{uid} == $child->{uid} && $exp->{uid} != 0,
@@ -175,8 +180,9 @@ CONF
     ok(keys %seen >= 10, "$mpm: the exporter was replaced on graceful "
                          . 'restarts (' . scalar(keys %seen) . ' seen)');
     @f = settled($parent);
-    is(scalar @f, 3, "$mpm: after 20 graceful restarts: two children, one "
-                     . 'exporter, nothing else') or diag(show(@f));
+    ok(settled_ok(@f), "$mpm: after 20 graceful restarts: one or two "
+                       . 'children, one exporter, nothing else')
+        or diag(show(@f));
     my ($shm2, $maps2) = shm_of($parent);
     is_deeply([ keys %$shm2 ], \@ino,
               "$mpm: the same shared memory, not a new one");
