@@ -16,13 +16,13 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use IO::Socket::INET;
-use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_start
                         stop);
 use Spanprof::Receiver;
+use Spanprof::Procs qw(processes family shm_of fd_count get_ok load_start
+                       load_stop);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -45,32 +45,6 @@ my %env = (
 my $master = nginx_start($dir, $port, %env);
 ok($master, 'nginx starts') or BAIL_OUT(read_file("$dir/error.log"));
 
-sub processes {
-    my %p;
-    for (split /\n/, `ps -eo pid=,ppid=,uid=,args=`) {
-        my ($pid, $ppid, $uid, $args) = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(.*)$/
-            or next;
-        $p{$pid} = { pid => $pid, ppid => $ppid, uid => $uid, args => $args };
-    }
-    return \%p;
-}
-
-# Every descendant of pid.
-sub family {
-    my ($pid) = @_;
-    my $p = processes();
-    my @out;
-    my @todo = ($pid);
-    while (defined(my $q = shift @todo)) {
-        for (values %$p) {
-            next unless $_->{ppid} == $q;
-            push @out, $_;
-            push @todo, $_->{pid};
-        }
-    }
-    return @out;
-}
-
 sub exporters { grep { $_->{args} =~ /^spanprof-exporter/ } family($master) }
 sub workers { grep { $_->{args} =~ /worker process/ } family($master) }
 
@@ -90,36 +64,7 @@ sub settled {
     return @f;
 }
 
-# The master's memfd descriptors (inode => fd count) and mappings.
-sub shm_of {
-    my ($pid) = @_;
-    my %inode;
-    opendir my $d, "/proc/$pid/fd" or return ({}, 0);
-    for my $fd (grep { /^\d+$/ } readdir $d) {
-        my $link = readlink "/proc/$pid/fd/$fd" // next;
-        next unless $link =~ m{^/memfd:spanprof};
-        my $ino = (stat "/proc/$pid/fd/$fd")[1];
-        $inode{$ino}++;
-    }
-    my $maps = grep { m{/memfd:spanprof} } split /\n/,
-               read_file("/proc/$pid/maps");
-    return (\%inode, $maps);
-}
-
-sub fd_count {
-    my ($pid) = @_;
-    opendir my $d, "/proc/$pid/fd" or return -1;
-    return scalar grep { /^\d+$/ } readdir $d;
-}
-
-sub get {
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
-                                  Proto => 'tcp', Timeout => 5) or return 0;
-    print $s "GET / HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    local $/;
-    my $resp = <$s> // '';
-    return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
-}
+sub get { get_ok($port) }
 
 my @f = settled();
 is(scalar @f, 4, 'two workers, the cache manager and the exporter');
@@ -134,24 +79,8 @@ is(scalar keys %$shm, 1, 'the master holds one shared memory');
 my @ino = keys %$shm;
 my $fds = fd_count($master);
 
-# Load while reloading: a child sends requests until told to stop.
-pipe my $rd, my $wr or die "pipe: $!";
-my $loader = fork;
-die "fork: $!" unless defined $loader;
-if ($loader == 0) {
-    close $rd;
-    my ($n, $bad) = (0, 0);
-    my $stop = 0;
-    local $SIG{TERM} = sub { $stop = 1 };
-    until ($stop) {
-        $n++;
-        $bad++ unless get();
-    }
-    print $wr "$n $bad\n";
-    close $wr;
-    POSIX::_exit(0);    # not the parent's END blocks (they stop the receiver)
-}
-close $wr;
+# Load while reloading.
+my $load = load_start($port);
 
 for my $i (1 .. 20) {
     kill 'HUP', $master;
@@ -162,9 +91,7 @@ for my $i (1 .. 20) {
     sleep 0.2;
 }
 @f = settled();
-kill 'TERM', $loader;
-waitpid $loader, 0;
-my ($n, $bad) = split ' ', (<$rd> // '0 0');
+my ($n, $bad) = load_stop($load);
 ok($n > 0, "load ran during the reloads ($n requests)");
 is($bad, 0, 'every request under reload answered 200');
 

@@ -1,12 +1,13 @@
 #!/usr/bin/perl
 # A test upstream that records what nginx (or httpd) forwards to it.
 #
-#   upstream.pl --proto http|fastcgi|uwsgi --port PORT --out FILE
+#   upstream.pl --proto http|fastcgi|uwsgi|ajp --port PORT --out FILE
 #
 # Each request becomes one JSON line in FILE, written before the answer:
 #   { "proto", "uri", "headers": { lowercase name: [values...] } }
 # FastCGI and uwsgi carry headers as HTTP_* variables; they are turned back
-# into header names (HTTP_TRACE_PARENT -> trace-parent). The answer is 200
+# into header names (HTTP_TRACE_PARENT -> trace-parent); AJP13 (mod_proxy_ajp)
+# names the common ones by code. The answer is 200
 # with the body "upstream PROTO"; a URI with "/slow" in it waits 3 s first
 # (a client can give up meanwhile). One connection at a time is enough for
 # the tests; prints "listening PORT" once it accepts.
@@ -21,11 +22,11 @@ use JSON::PP;
 
 my ($proto, $port, $out) = ('http', 0, undef);
 GetOptions('proto=s' => \$proto, 'port=i' => \$port, 'out=s' => \$out)
-    or die "usage: $0 --proto http|fastcgi|uwsgi --port PORT --out FILE\n";
+    or die "usage: $0 --proto http|fastcgi|uwsgi|ajp --port PORT --out FILE\n";
 die "--out is required\n" unless defined $out;
 
 my %serve = (http => \&serve_http, fastcgi => \&serve_fastcgi,
-             uwsgi => \&serve_uwsgi);
+             uwsgi => \&serve_uwsgi, ajp => \&serve_ajp);
 my $serve = $serve{$proto} or die "unknown protocol $proto\n";
 
 my $listen = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
@@ -171,4 +172,60 @@ sub serve_uwsgi {
     my $body = "upstream uwsgi\n";
     print $c "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
            . "Content-Length: " . length($body) . "\r\n\r\n$body";
+}
+
+# AJP13: the strings of a packet are a 16-bit length, the bytes and a NUL;
+# length 0xFFFF is a null string.
+sub ajp_string {
+    my ($buf, $pos) = @_;
+    my $n = unpack 'n', substr $$buf, $$pos, 2;
+    $$pos += 2;
+    return undef if $n == 0xFFFF;
+    my $s = substr $$buf, $$pos, $n;
+    $$pos += $n + 1;
+    return $s;
+}
+
+sub ajp_packet { pack('a2n', 'AB', length $_[0]) . $_[0] }
+
+sub ajp_out_string { pack('n', length $_[0]) . $_[0] . "\0" }
+
+# One FORWARD_REQUEST (the request's headers; a GET has no body packet) and
+# the answer: SEND_HEADERS, SEND_BODY_CHUNK, END_RESPONSE without reuse, so
+# that mod_proxy_ajp closes this connection.
+sub serve_ajp {
+    my ($c) = @_;
+    my ($magic, $len) = unpack 'nn', read_exact($c, 4);
+    die sprintf("not an AJP request: %04x\n", $magic) unless $magic == 0x1234;
+    my $p = read_exact($c, $len);
+    my ($type) = unpack 'CC', $p;
+    die "AJP packet type $type, not FORWARD_REQUEST\n" unless $type == 2;
+    my $pos = 2;                                   # type, method
+    ajp_string(\$p, \$pos);                        # protocol
+    my $uri = ajp_string(\$p, \$pos);
+    ajp_string(\$p, \$pos) for 1 .. 3;             # remote addr, host, server
+    $pos += 3;                                     # port, is_ssl
+    my $count = unpack 'n', substr $p, $pos, 2;
+    $pos += 2;
+    my @coded = qw(accept accept-charset accept-encoding accept-language
+                   authorization connection content-type content-length
+                   cookie cookie2 host pragma referer user-agent);
+    my %headers;
+    for (1 .. $count) {
+        my $code = unpack 'n', substr $p, $pos, 2;
+        my $name;
+        if (($code & 0xFF00) == 0xA000) {
+            $name = $coded[($code & 0xFF) - 1] // "coded-$code";
+            $pos += 2;
+        } else {
+            $name = lc ajp_string(\$p, \$pos);
+        }
+        push @{ $headers{$name} }, ajp_string(\$p, \$pos);
+    }
+    record($uri, \%headers);
+    my $body = "upstream ajp\n";
+    print $c ajp_packet(pack('Cn', 4, 200) . ajp_out_string('OK')
+                        . pack('nn', 1, 0xA001) . ajp_out_string('text/plain')),
+             ajp_packet(pack('Cn', 3, length $body) . $body . "\0"),
+             ajp_packet(pack('CC', 5, 0));
 }

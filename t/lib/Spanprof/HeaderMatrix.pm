@@ -27,7 +27,8 @@ use Spanprof::Cases qw(spans);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(cases check_case check_unexported check_selection
-                    check_samples_in_spans $IN_TRACE $IN_PARENT $VOLUME);
+                    check_samples_in_spans selected_by_id volume_of
+                    $IN_TRACE $IN_PARENT $VOLUME);
 
 our $IN_TRACE = '0af7651916cd43dd8448eb211c80319c';
 our $IN_PARENT = 'b7ad6b7169203331';

@@ -1,10 +1,10 @@
 package Spanprof::Upstream;
 
 # Test upstreams that record what a server forwards to them: HTTP (for
-# proxy_pass / mod_proxy), FastCGI, uwsgi (t/bin/upstream.pl) and gRPC
-# (t/bin/grpc_upstream.js). They are run like the OTLP receiver (they say
-# "listening PORT" too), so they share its waiting and stopping: an
-# upstream is stopped when its object goes away.
+# proxy_pass / mod_proxy), FastCGI, uwsgi and AJP13 (mod_proxy_ajp), all
+# in t/bin/upstream.pl, and gRPC (t/bin/grpc_upstream.js). They are run
+# like the OTLP receiver (they say "listening PORT" too), so they share its
+# waiting and stopping: an upstream is stopped when its object goes away.
 #
 #   my $up = Spanprof::Upstream->start(dir => $dir, proto => 'fastcgi');
 #   ... $up->port ...

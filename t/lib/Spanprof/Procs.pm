@@ -1,0 +1,128 @@
+package Spanprof::Procs;
+
+# What a server leaves behind over its life (t/nginx_lifecycle.t,
+# t/httpd_lifecycle.t): its processes, the spanprof shared memory and the
+# descriptors its master/parent holds, and a load of plain GETs to run
+# while it reloads.
+#
+#   my @f = family($master);              # every descendant: {pid ppid uid args}
+#   my ($inodes, $maps) = shm_of($master);
+#   my $load = load_start($port, 3);      # three clients GET / in a loop
+#   my ($n, $bad) = load_stop($load);     # requests sent, not answered 200
+
+use strict;
+use warnings;
+
+use IO::Socket::INET;
+use POSIX ();
+
+use Spanprof::Server qw(read_file);
+
+use Exporter 'import';
+our @EXPORT_OK = qw(processes family shm_of fd_count get_ok
+                    load_start load_stop);
+
+# Every process: pid => { pid, ppid, uid, args }.
+sub processes {
+    my %p;
+    for (split /\n/, `ps -eo pid=,ppid=,uid=,args=`) {
+        my ($pid, $ppid, $uid, $args) = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(.*)$/
+            or next;
+        $p{$pid} = { pid => $pid, ppid => $ppid, uid => $uid, args => $args };
+    }
+    return \%p;
+}
+
+# Every descendant of pid.
+sub family {
+    my ($pid) = @_;
+    my $p = processes();
+    my @out;
+    my @todo = ($pid);
+    while (defined(my $q = shift @todo)) {
+        for (values %$p) {
+            next unless $_->{ppid} == $q;
+            push @out, $_;
+            push @todo, $_->{pid};
+        }
+    }
+    return @out;
+}
+
+# The spanprof memfd descriptors of pid (inode => fd count) and how many of
+# its mappings are of them.
+sub shm_of {
+    my ($pid) = @_;
+    my %inode;
+    opendir my $d, "/proc/$pid/fd" or return ({}, 0);
+    for my $fd (grep { /^\d+$/ } readdir $d) {
+        my $link = readlink "/proc/$pid/fd/$fd" // next;
+        next unless $link =~ m{^/memfd:spanprof};
+        my $ino = (stat "/proc/$pid/fd/$fd")[1];
+        $inode{$ino}++;
+    }
+    my $maps = grep { m{/memfd:spanprof} } split /\n/,
+               read_file("/proc/$pid/maps");
+    return (\%inode, $maps);
+}
+
+sub fd_count {
+    my ($pid) = @_;
+    opendir my $d, "/proc/$pid/fd" or return -1;
+    return scalar grep { /^\d+$/ } readdir $d;
+}
+
+# One HTTP/1.0 GET of $path (default /); 1 when answered 200.
+sub get_ok {
+    my ($port, $path) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp', Timeout => 5) or return 0;
+    print $s "GET " . ($path // '/') . " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    local $/;
+    my $resp = <$s> // '';
+    return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
+}
+
+# $clients (default 1) processes each sending GETs one after another until
+# load_stop; returns the handle for load_stop.
+sub load_start {
+    my ($port, $clients) = @_;
+    my @kids;
+    for (1 .. ($clients // 1)) {
+        pipe my $rd, my $wr or die "pipe: $!";
+        my $pid = fork;
+        die "fork: $!" unless defined $pid;
+        if ($pid == 0) {
+            close $rd;
+            my ($n, $bad, $stop) = (0, 0, 0);
+            local $SIG{TERM} = sub { $stop = 1 };
+            until ($stop) {
+                $n++;
+                $bad++ unless get_ok($port);
+            }
+            print $wr "$n $bad\n";
+            close $wr;
+            POSIX::_exit(0);    # not the parent's END blocks
+        }
+        close $wr;
+        push @kids, [ $pid, $rd ];
+    }
+    return \@kids;
+}
+
+# Stops the load; returns (requests sent, requests not answered 200).
+sub load_stop {
+    my ($kids) = @_;
+    my ($n, $bad) = (0, 0);
+    for (@$kids) {
+        my ($pid, $rd) = @$_;
+        kill 'TERM', $pid;
+        waitpid $pid, 0;
+        my ($kn, $kbad) = split ' ', (readline($rd) // '0 0');
+        $n += $kn;
+        $bad += $kbad;
+    }
+    return ($n, $bad);
+}
+
+1;
