@@ -88,6 +88,9 @@ static int               spanprof_active;
 
 /* In the parent: the exporter of the current generation. */
 static apr_proc_t       *spanprof_exporter;
+/* Set once we asked it to go: its death calls for no new one. */
+static int               spanprof_exporter_stopping;
+static int               spanprof_exporter_replacing;
 
 static apr_status_t
 spanprof_destroy_config(void *data)
@@ -311,7 +314,16 @@ spanprof_exporter_event(int reason, void *data, int status)
     switch (reason) {
     case APR_OC_REASON_DEATH:
     case APR_OC_REASON_LOST:
+        /* Dead because we asked (restart, stop): the next generation
+         * starts its own. */
+        if (spanprof_exporter_stopping) {
+            apr_proc_other_child_unregister(data);
+            break;
+        }
+        /* APR calls us with UNREGISTER from within: not a stop. */
+        spanprof_exporter_replacing = 1;
         apr_proc_other_child_unregister(data);
+        spanprof_exporter_replacing = 0;
         if (spanprof_exporter_spawn(s) == APR_SUCCESS) {
             apr_proc_other_child_register(spanprof_exporter,
                                           spanprof_exporter_event, s, NULL,
@@ -321,6 +333,10 @@ spanprof_exporter_event(int reason, void *data, int status)
     case APR_OC_REASON_RESTART:
     case APR_OC_REASON_UNREGISTER:
         /* APR walks its list while calling us here: never unregister. */
+        if (spanprof_exporter_replacing) {
+            break;
+        }
+        spanprof_exporter_stopping = 1;
         if (spanprof_exporter != NULL && spanprof_exporter->pid > 0) {
             kill(spanprof_exporter->pid, SIGTERM);
         }
@@ -335,6 +351,7 @@ spanprof_exporter_event(int reason, void *data, int status)
 static apr_status_t
 spanprof_exporter_stop(void *data)
 {
+    spanprof_exporter_stopping = 1;
     if (spanprof_exporter != NULL && spanprof_exporter->pid > 0) {
         kill(spanprof_exporter->pid, SIGTERM);
         spanprof_exporter->pid = 0;
@@ -347,6 +364,7 @@ static void
 spanprof_start_exporter(apr_pool_t *pconf, server_rec *s)
 {
     spanprof_exporter = apr_pcalloc(pconf, sizeof(apr_proc_t));
+    spanprof_exporter_stopping = 0;
     if (spanprof_exporter_spawn(s) != APR_SUCCESS) {
         return;
     }

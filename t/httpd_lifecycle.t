@@ -231,6 +231,8 @@ CONF
     is(arrived($recv, 1.5, @ids), 0,
        "$mpm: their spans wait for the 60 s batch delay");
     my @all = (family($parent), { pid => $parent });
+    my $started = () = read_file("$dir/error.log")
+                       =~ /spanprof: exporter process \d+ started/g;
     stop($parent);
     is(arrived($recv, 15, @ids), 5,
        "$mpm: stop: the exporter flushed them");
@@ -244,6 +246,9 @@ CONF
     }
     is(scalar @left, 0, "$mpm: stop: no httpd or exporter process left")
         or diag(show(@left));
+    my $after = () = read_file("$dir/error.log")
+                     =~ /spanprof: exporter process \d+ started/g;
+    is($after, $started, "$mpm: stop: no exporter started on the way out");
     my $errors = join "\n", grep { /:(error|crit|alert|emerg)\]/ }
         split /\n/, read_file("$dir/error.log");
     is($errors, '', "$mpm: nothing above warn in the error log");
