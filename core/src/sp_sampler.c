@@ -276,7 +276,12 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     smp.tid = (uint32_t)sp_gettid();
     (void)prctl(PR_GET_NAME, smp.thread_name);
     smp.thread_name[SP_THREAD_NAME_SIZE - 1] = '\0';
-    smp.state = sp_thread_state_at(uc);
+    /* A CPU-time clock expires only while its thread runs. Guessing from
+     * registers would be wrong where the tick landed on a syscall
+     * instruction about to run, which looks like one the kernel rewound. */
+    smp.state = source == SP_SOURCE_SNAPSHOT
+                && s->o.clock == SP_SAMPLER_CLOCK_CPU
+                ? SP_THREAD_RUNNING : sp_thread_state_at(uc);
     smp.source = source;
     smp.truncated = truncated;
     smp.has_span = has_span;
