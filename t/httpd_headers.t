@@ -19,10 +19,7 @@ use Test::More;
 use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Upstream;
-use Spanprof::Cases qw(curl_case log_case upstream_case wait_spans);
-use Spanprof::HeaderMatrix qw(cases check_case check_unexported
-                               check_selection
-                               check_samples_in_spans);
+use Spanprof::HeaderMatrix qw(run_matrix check_samples_in_spans);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -64,55 +61,10 @@ my $httpd = httpd_start($dir, $port,
 ok($httpd, 'httpd starts with the module')
     or BAIL_OUT(read_file("$dir/error.log") . read_file("$dir/stderr.log"));
 
-sub request {
-    my (%o) = @_;
-    return curl_case(%o, url => "http://127.0.0.1:$port" . ($o{path} // '/proxy'));
-}
-
-sub log_line {
-    log_case("$dir/sp.log", $_[0],
-             qw(trace_id span_id snapshot traceparent baggage status));
-}
-
-sub upstream_got {
-    my ($r) = upstream_case($up, $_[0]);
-    return $r && $r->{headers};
-}
-
-sub span_of {
-    my ($span_id) = @_;
-    my ($s) = wait_spans($recv, sub { $_[0]{spanId} eq $span_id });
-    return $s;
-}
-
-# ---- the matrix of incoming headers (Spanprof::HeaderMatrix)
-
-my @check;
-for my $h2 (0, 1) {
-    my $proto = $h2 ? 'HTTP/2' : 'HTTP/1.1';
-    for my $c (cases()) {
-        my ($case, $code) = request(h2 => $h2, headers => $c->{headers},
-                                    path => $c->{path});
-        push @check, { %$c, case => $case, code => $code, h2 => $h2,
-                       what => "$proto, $c->{name}" };
-    }
-}
-
-for my $c (@check) {
-    my $proxied = ($c->{path} // '/proxy') =~ m{^/proxy};
-    check_case($c, log => log_line($c->{case}), proxied => $proxied,
-               upstream => $proxied ? upstream_got($c->{case}) : undef,
-               span => \&span_of, route => $proxied ? 'proxy-server' : undef,
-               port => $port, probability => $PROBABILITY);
-}
-check_unexported($recv, @check);
-
-# ---- selection through httpd: highest, off, and random trace ids
-
-check_selection(probability => $PROBABILITY, log_of => sub {
-    my ($case) = request(headers => $_[0]);
-    return log_line($case);
-});
+run_matrix(recv => $recv, up => $up, log => "$dir/sp.log", server => 'httpd',
+           port_of => sub { $port },
+           route_of => sub { $_[0] ? 'proxy-server' : undef },
+           probability => $PROBABILITY);
 
 stop($httpd);
 check_samples_in_spans($recv);

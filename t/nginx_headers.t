@@ -20,10 +20,7 @@ use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_start
                         stop);
 use Spanprof::Receiver;
 use Spanprof::Upstream;
-use Spanprof::Cases qw(curl_case log_case upstream_case wait_spans);
-use Spanprof::HeaderMatrix qw(cases check_case check_unexported
-                               check_selection
-                               check_samples_in_spans);
+use Spanprof::HeaderMatrix qw(run_matrix check_samples_in_spans);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -62,60 +59,10 @@ my %env = (
 my $nginx = nginx_start($dir, $port, %env);
 ok($nginx, 'nginx starts with the module') or BAIL_OUT(read_file("$dir/error.log"));
 
-# One request through curl; returns its case id (to find its access log
-# line and what the upstream got) and HTTP code.
-sub request {
-    my (%o) = @_;
-    my ($case, $code) = curl_case(%o,
-        url => sprintf('http://127.0.0.1:%d%s', $o{h2} ? $h2 : $port,
-                       $o{path} // '/proxy'));
-    return ($case, $code);
-}
-
-sub log_line {
-    log_case("$dir/sp.log", $_[0],
-             qw(trace_id span_id snapshot traceparent baggage status));
-}
-
-sub upstream_got {
-    my ($r) = upstream_case($up, $_[0]);
-    return $r && $r->{headers};
-}
-
-sub span_of {
-    my ($span_id) = @_;
-    my ($s) = wait_spans($recv, sub { $_[0]{spanId} eq $span_id });
-    return $s;
-}
-
-# ---- the matrix of incoming headers (Spanprof::HeaderMatrix)
-
-my @check;
-for my $h2 (0, 1) {
-    my $proto = $h2 ? 'HTTP/2' : 'HTTP/1.1';
-    for my $c (cases()) {
-        my ($case, $code) = request(h2 => $h2, headers => $c->{headers},
-                                    path => $c->{path});
-        push @check, { %$c, case => $case, code => $code, h2 => $h2,
-                       what => "$proto, $c->{name}" };
-    }
-}
-
-for my $c (@check) {
-    my $proxied = ($c->{path} // '/proxy') =~ m{^/proxy};
-    check_case($c, log => log_line($c->{case}), proxied => $proxied,
-               upstream => $proxied ? upstream_got($c->{case}) : undef,
-               span => \&span_of, route => $proxied ? '/proxy' : '/fail',
-               port => $c->{h2} ? $h2 : $port, probability => $PROBABILITY);
-}
-check_unexported($recv, @check);
-
-# ---- selection through nginx: highest, off, and random trace ids
-
-check_selection(probability => $PROBABILITY, log_of => sub {
-    my ($case) = request(headers => $_[0]);
-    return log_line($case);
-});
+run_matrix(recv => $recv, up => $up, log => "$dir/sp.log", server => 'nginx',
+           port_of => sub { $_[0] ? $h2 : $port },
+           route_of => sub { $_[0] ? '/proxy' : '/fail' },
+           probability => $PROBABILITY);
 
 stop($nginx);
 check_samples_in_spans($recv);

@@ -201,42 +201,42 @@ sp_span_is_open(sp_sampler *s, const uint8_t span_id[8])
     return false;
 }
 
+/* The first slot that holds from now holds to; false when none did. */
+static bool
+sp_open_spans_swap(sp_sampler *s, uint64_t from, uint64_t to)
+{
+    uint64_t expected;
+    size_t   i;
+
+    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
+        expected = from;
+        if (atomic_compare_exchange_strong_explicit(&s->open_spans[i],
+                &expected, to, memory_order_acq_rel, memory_order_relaxed))
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
 sp_status
 sp_sampler_span_open(sp_sampler *s, const uint8_t span_id[8])
 {
-    uint64_t key = sp_span_key(span_id), free_slot;
-    size_t   i;
+    uint64_t key = sp_span_key(span_id);
 
     if (s == NULL || key == 0) {
         return SP_ERR_INVALID;
     }
-    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
-        free_slot = 0;
-        if (atomic_compare_exchange_strong_explicit(&s->open_spans[i],
-                &free_slot, key, memory_order_acq_rel, memory_order_relaxed))
-        {
-            return SP_OK;
-        }
-    }
-    return SP_ERR_TOO_LONG;
+    return sp_open_spans_swap(s, 0, key) ? SP_OK : SP_ERR_TOO_LONG;
 }
 
 void
 sp_sampler_span_close(sp_sampler *s, const uint8_t span_id[8])
 {
-    uint64_t key = sp_span_key(span_id), open;
-    size_t   i;
+    uint64_t key = sp_span_key(span_id);
 
-    if (s == NULL || key == 0) {
-        return;
-    }
-    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
-        open = key;
-        if (atomic_compare_exchange_strong_explicit(&s->open_spans[i],
-                &open, 0, memory_order_acq_rel, memory_order_relaxed))
-        {
-            return;
-        }
+    if (s != NULL && key != 0) {
+        (void)sp_open_spans_swap(s, key, 0);
     }
 }
 

@@ -13,6 +13,12 @@ package Spanprof::HeaderMatrix;
 #                   probability => $p);
 #   check_samples_in_spans($recv);
 #
+# or all but the last in one call, for a server that logs the variables in
+# the order above after "$http_x_case|" and proxies /proxy to $up:
+#   run_matrix(recv => $recv, up => $up, log => $access_log,
+#              port_of => sub { $h2 ? ... }, route_of => sub { $proxied ? ... },
+#              server => 'nginx', probability => $p);
+#
 # A log line is a hash of trace_id span_id snapshot traceparent baggage
 # status (the module's variables); the upstream's headers are a hash of
 # lowercase names to lists of values (Spanprof::Upstream's requests).
@@ -23,10 +29,11 @@ use warnings;
 use Test::More;
 
 use Spanprof::Receiver qw(attribute);
-use Spanprof::Cases qw(spans);
+use Spanprof::Cases qw(spans curl_case log_case upstream_case wait_spans);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(cases check_case check_unexported check_selection
+                    run_matrix
                     check_samples_in_spans selected_by_id volume_of
                     $IN_TRACE $IN_PARENT $VOLUME);
 
@@ -302,6 +309,52 @@ sub check_samples_in_spans {
     is($unknown, 0, 'every sample names an exported span');
     is(scalar(@outside), 0, 'every sample was taken while its span lived')
         or diag(join "\n", @outside[0 .. ($#outside < 9 ? $#outside : 9)]);
+}
+
+# Every case over HTTP/1.1 and HTTP/2, then selection, through a server.
+sub run_matrix {
+    my (%o) = @_;
+    my $request = sub {
+        my (%r) = @_;
+        return curl_case(%r, url => sprintf('http://127.0.0.1:%d%s',
+                                            $o{port_of}->($r{h2}),
+                                            $r{path} // '/proxy'));
+    };
+    my $log_line = sub {
+        log_case($o{log}, $_[0],
+                 qw(trace_id span_id snapshot traceparent baggage status));
+    };
+    my $span_of = sub {
+        my ($span_id) = @_;
+        my ($s) = wait_spans($o{recv}, sub { $_[0]{spanId} eq $span_id });
+        return $s;
+    };
+
+    my @check;
+    for my $h2 (0, 1) {
+        my $proto = $h2 ? 'HTTP/2' : 'HTTP/1.1';
+        for my $c (cases()) {
+            my ($case, $code) = $request->(h2 => $h2, path => $c->{path},
+                                           headers => $c->{headers});
+            push @check, { %$c, case => $case, code => $code, h2 => $h2,
+                           what => "$o{server}, $proto, $c->{name}" };
+        }
+    }
+    for my $c (@check) {
+        my $proxied = ($c->{path} // '/proxy') =~ m{^/proxy};
+        my ($up) = $proxied ? upstream_case($o{up}, $c->{case}) : ();
+        check_case($c, log => $log_line->($c->{case}), proxied => $proxied,
+                   upstream => $up && $up->{headers}, span => $span_of,
+                   route => $o{route_of}->($proxied),
+                   port => $o{port_of}->($c->{h2}),
+                   probability => $o{probability});
+    }
+    check_unexported($o{recv}, @check);
+
+    check_selection(probability => $o{probability}, log_of => sub {
+        my ($case) = $request->(headers => $_[0]);
+        return $log_line->($case);
+    });
 }
 
 1;
