@@ -580,20 +580,35 @@ spanprof_request_done(void *data)
 }
 
 /* Variables for LogFormat's %{...}e. */
+static const char *const spanprof_env_names[] = {
+    "SPANPROF_TRACE_ID", "SPANPROF_SPAN_ID", "SPANPROF_TRACEPARENT",
+    "SPANPROF_BAGGAGE", "SPANPROF_SNAPSHOT"
+};
+
+/* The values in spanprof_env_names' order; sr NULL: none of them. */
 static void
 spanprof_set_env(request_rec *r, spanprof_request *sr)
 {
-    char  hex[33];
+    char        trace[33], span[17];
+    const char *value[5];
+    int         i;
 
-    sp_hex_format(sr->entry.ctx.trace_id, 16, hex);
-    apr_table_set(r->subprocess_env, "SPANPROF_TRACE_ID", hex);
-    sp_hex_format(sr->entry.ctx.span_id, 8, hex);
-    apr_table_set(r->subprocess_env, "SPANPROF_SPAN_ID", hex);
-    apr_table_set(r->subprocess_env, "SPANPROF_TRACEPARENT", sr->traceparent);
-    apr_table_set(r->subprocess_env, "SPANPROF_BAGGAGE",
-                  sr->baggage ? sr->baggage : "");
-    apr_table_set(r->subprocess_env, "SPANPROF_SNAPSHOT",
-                  sr->entry.selection.profiled ? "1" : "0");
+    if (sr != NULL) {
+        sp_hex_format(sr->entry.ctx.trace_id, 16, trace);
+        sp_hex_format(sr->entry.ctx.span_id, 8, span);
+        value[0] = trace;
+        value[1] = span;
+        value[2] = sr->traceparent;
+        value[3] = sr->baggage ? sr->baggage : "";
+        value[4] = sr->entry.selection.profiled ? "1" : "0";
+    }
+    for (i = 0; i < 5; i++) {
+        if (sr != NULL) {
+            apr_table_set(r->subprocess_env, spanprof_env_names[i], value[i]);
+        } else {
+            apr_table_unset(r->subprocess_env, spanprof_env_names[i]);
+        }
+    }
 }
 
 static int
@@ -658,7 +673,14 @@ spanprof_fixups(request_rec *r)
 {
     spanprof_request *sr = spanprof_request_of(r);
 
-    if (sr == NULL || !spanprof_enabled_here(r)) {
+    if (sr == NULL) {
+        return DECLINED;
+    }
+    /* Only now is the scope known: off there means no ids for the log and
+     * no profiling, though post_read_request began both. */
+    if (!spanprof_enabled_here(r)) {
+        spanprof_set_env(r, NULL);
+        spanprof_stop_sampling(sr);
         return DECLINED;
     }
     if (spanprof_policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
