@@ -1,0 +1,82 @@
+#!/usr/bin/perl
+# Where the CPU goes while nginx traces every request of a 1 KiB file:
+# user and system time of each nginx process, the exporter and the test's
+# OTLP receiver over one wrk run, for nginx without the module and with
+# tracing only (interleaved, ROUNDS times each). Run by hand after
+# `make build`, from the top of the tree:
+#
+#   perl bench/servers/cpu_split.pl [ROUNDS]
+#
+# It shows what the wrk table's tracing ratio is made of: the receiver
+# decodes every span in JavaScript, on the CPU that wrk also uses in
+# run.pl.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../../t/lib";
+
+use POSIX ();
+use Spanprof::Server qw(new_dir nginx_conf nginx_start stop write_file);
+use Spanprof::Receiver;
+use Spanprof::Procs qw(family);
+
+my $ROUNDS = shift // 2;
+my $SECONDS = $ENV{BENCH_SECONDS} // 5;
+my $HZ = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
+
+# user and system CPU seconds of pid so far.
+sub cpu_of {
+    my ($pid) = @_;
+    open my $f, '<', "/proc/$pid/stat" or return (0, 0);
+    my ($rest) = <$f> =~ /\) (.*)/;
+    my @f = split / /, $rest;
+    return ($f[11] / $HZ, $f[12] / $HZ);
+}
+
+sub name_of {
+    my ($args) = @_;
+    return $args =~ /spanprof-exporter/ ? 'exporter'
+         : $args =~ /worker process/ ? 'nginx worker'
+         : $args =~ /master process/ ? 'nginx master' : 'other';
+}
+
+sub one_run {
+    my ($module) = @_;
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    write_file("$dir/small.html", 'x' x 1024);
+    chmod 0644, "$dir/small.html";
+    my $port = nginx_conf($dir, module => $module,
+                          server => "location /s { alias $dir/small.html; }");
+    my $nginx = nginx_start($dir, $port, OTEL_EXPORTER_OTLP_ENDPOINT =>
+                            'http://127.0.0.1:' . $recv->port)
+        or die "nginx did not start\n";
+    sleep 1;
+    my %who = (map({ $_->{pid} => name_of($_->{args}) } family($nginx)),
+               $nginx => 'nginx master', $recv->{pid} => 'receiver');
+    my %before = map { $_ => [ cpu_of($_) ] } keys %who;
+    my $out = `wrk -t1 -c8 -d${SECONDS}s http://127.0.0.1:$port/s`;
+    my %cpu;
+    for my $pid (keys %who) {
+        my @after = cpu_of($pid);
+        $cpu{ $who{$pid} }[0] += $after[0] - $before{$pid}[0];
+        $cpu{ $who{$pid} }[1] += $after[1] - $before{$pid}[1];
+    }
+    stop($nginx);
+    $recv->stop;
+    my ($rps) = $out =~ /Requests\/sec:\s+([\d.]+)/;
+    return ($rps // 0, \%cpu);
+}
+
+printf "# %d s of wrk -t1 -c8 a run, CPU seconds user/system\n", $SECONDS;
+for my $round (1 .. $ROUNDS) {
+    for my $module (0, 1) {
+        my ($rps, $cpu) = one_run($module);
+        printf "round %d %-8s %8.0f req/s  %s\n", $round,
+               $module ? 'tracing' : 'bare', $rps,
+               join '  ', map { sprintf '%s %.2f/%.2f', $_, @{ $cpu->{$_} } }
+                          grep { $_ ne 'other' } sort keys %$cpu;
+    }
+}
