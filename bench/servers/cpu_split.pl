@@ -7,9 +7,9 @@
 #
 #   perl bench/servers/cpu_split.pl [ROUNDS]
 #
-# It shows what the wrk table's tracing ratio is made of: the receiver
-# decodes every span in JavaScript, on the CPU that wrk also uses in
-# run.pl.
+# The receiver answers without decoding, as in run.pl's wrk runs;
+# RECEIVER_DECODE=1 makes it decode every span in JavaScript, as the tests
+# do, which takes about as much CPU as nginx.
 
 use strict;
 use warnings;
@@ -45,7 +45,8 @@ sub name_of {
 sub one_run {
     my ($module) = @_;
     my $dir = new_dir();
-    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $recv = Spanprof::Receiver->start(dir => $dir,
+        args => $ENV{RECEIVER_DECODE} ? [] : [ '--decode', 'no' ]);
     write_file("$dir/small.html", 'x' x 1024);
     chmod 0644, "$dir/small.html";
     my $port = nginx_conf($dir, module => $module,

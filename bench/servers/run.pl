@@ -183,7 +183,10 @@ sub load { (split ' ', read_file('/proc/loadavg'))[0] }
 
 sub run_wrk {
     my $dir = new_dir();
-    my $recv = Spanprof::Receiver->start(dir => $dir);
+    # Not decoding: decoding every span in JavaScript took about as much
+    # CPU as nginx (cpu_split.pl), on the CPU wrk uses.
+    my $recv = Spanprof::Receiver->start(dir => $dir,
+                                         args => [ '--decode', 'no' ]);
     pin(1, $recv->pid);
     my ($uppid, $up) = upstream_start();
 

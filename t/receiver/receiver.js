@@ -74,11 +74,12 @@ function usage(msg) {
 function parseArgs(argv) {
     const opts = {
         host: '127.0.0.1', port: null, out: null, tlsCert: null,
-        tlsKey: null, control: null, plan: {},
+        tlsKey: null, control: null, plan: {}, decode: true,
     };
     const takes = new Set(['--host', '--port', '--out', '--tls-cert',
         '--tls-key', '--control', '--status', '--message', '--times',
-        '--stall-ms', '--partial-rejected', '--partial-message']);
+        '--stall-ms', '--partial-rejected', '--partial-message',
+        '--decode']);
     for (let i = 0; i < argv.length; i++) {
         const a = argv[i];
         if (!takes.has(a)) usage(`unknown argument ${a}`);
@@ -95,6 +96,9 @@ function parseArgs(argv) {
         case '--message': opts.plan.message = v; break;
         case '--times': opts.plan.times = Number(v); break;
         case '--stall-ms': opts.plan.stall_ms = Number(v); break;
+        // "no": answer and record sizes only, for benchmarks whose load
+        // generator shares a CPU with the receiver.
+        case '--decode': opts.decode = v !== 'no'; break;
         case '--partial-rejected':
             opts.plan.partial = opts.plan.partial || {};
             opts.plan.partial.rejected = Number(v);
@@ -318,6 +322,8 @@ function handler(svc) {
         if (req.decode_error !== undefined) {
             line.decode_error = req.decode_error;
             line.request_bytes = req.length;
+        } else if (req.message === undefined) {
+            line.request_bytes = req.length;
         } else {
             line.request_bytes = req.length;
             line.request = plain(svc.request.toObject(req.message, {
@@ -363,6 +369,7 @@ for (const svc of SERVICES) {
             // Never throw here: a request we cannot decode is recorded and
             // answered INVALID_ARGUMENT by the handler.
             requestDeserialize: (buf) => {
+                if (!opts.decode) return { length: buf.length };
                 try {
                     return { message: svc.request.decode(buf),
                         length: buf.length };
