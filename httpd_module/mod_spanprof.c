@@ -69,8 +69,9 @@ typedef struct {
     int           sampling;    /* its span is open in the sampler */
     apr_os_thread_t  thread;   /* the one that entered it */
     int           finished;
-    /* As logged: later, when the pool goes, mod_http2 has marked a
-     * stream's connection aborted whether or not the client went away. */
+    /* As logged (spanprof_note_outcome): later, when the pool goes,
+     * mod_http2 has marked a stream's connection aborted whether or not
+     * the client went away. */
     int           logged;
     int           status;
     int           aborted;
@@ -487,6 +488,19 @@ spanprof_final(request_rec *r)
     return r;
 }
 
+/* The status and whether the client went away, once, as the request is
+ * logged (or, if it never is, as its pool goes). */
+static void
+spanprof_note_outcome(spanprof_request *sr)
+{
+    if (sr->logged) {
+        return;
+    }
+    sr->logged = 1;
+    sr->status = spanprof_final(sr->initial)->status;
+    sr->aborted = spanprof_client_gone(sr->initial);
+}
+
 static spanprof_request *
 spanprof_request_of(request_rec *r)
 {
@@ -566,10 +580,7 @@ spanprof_request_done(void *data)
     ua = apr_table_get(r->headers_in, "User-Agent");
     h.user_agent = ua;
     h.user_agent_len = ua ? strlen(ua) : 0;
-    if (!sr->logged) {
-        sr->status = last->status;
-        sr->aborted = spanprof_client_gone(r);
-    }
+    spanprof_note_outcome(sr);
     h.status = sr->status;
     if (sr->aborted && sr->status < 400) {
         h.status = 499;
@@ -593,21 +604,21 @@ spanprof_set_env(request_rec *r, spanprof_request *sr)
     const char *value[5];
     int         i;
 
-    if (sr != NULL) {
-        sp_hex_format(sr->entry.ctx.trace_id, 16, trace);
-        sp_hex_format(sr->entry.ctx.span_id, 8, span);
-        value[0] = trace;
-        value[1] = span;
-        value[2] = sr->traceparent;
-        value[3] = sr->baggage ? sr->baggage : "";
-        value[4] = sr->entry.selection.profiled ? "1" : "0";
-    }
-    for (i = 0; i < 5; i++) {
-        if (sr != NULL) {
-            apr_table_set(r->subprocess_env, spanprof_env_names[i], value[i]);
-        } else {
+    if (sr == NULL) {
+        for (i = 0; i < 5; i++) {
             apr_table_unset(r->subprocess_env, spanprof_env_names[i]);
         }
+        return;
+    }
+    sp_hex_format(sr->entry.ctx.trace_id, 16, trace);
+    sp_hex_format(sr->entry.ctx.span_id, 8, span);
+    value[0] = trace;
+    value[1] = span;
+    value[2] = sr->traceparent;
+    value[3] = sr->baggage ? sr->baggage : "";
+    value[4] = sr->entry.selection.profiled ? "1" : "0";
+    for (i = 0; i < 5; i++) {
+        apr_table_set(r->subprocess_env, spanprof_env_names[i], value[i]);
     }
 }
 
@@ -741,10 +752,8 @@ spanprof_log_transaction(request_rec *r)
 {
     spanprof_request *sr = spanprof_request_of(r);
 
-    if (sr != NULL && r->main == NULL && !sr->logged) {
-        sr->logged = 1;
-        sr->status = spanprof_final(r)->status;
-        sr->aborted = spanprof_client_gone(r);
+    if (sr != NULL && r->main == NULL) {
+        spanprof_note_outcome(sr);
     }
     if (sr != NULL) {
         spanprof_stop_sampling(sr);

@@ -732,12 +732,16 @@ sp_otlp_all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
+/* The arguments of both span encoders, before either writes a byte. */
 static sp_status
-sp_otlp_span_check(const sp_span_record *s, const sp_span_attr *attrs,
-                   size_t n)
+sp_otlp_span_check(const sp_otlp_traces *t, const sp_span_record *s,
+                   const sp_span_attr *attrs, size_t n)
 {
     size_t i;
 
+    if (t == NULL || s == NULL) {
+        return SP_ERR_INVALID;
+    }
     if (sp_otlp_all_zero(s->trace_id, sizeof(s->trace_id))
         || sp_otlp_all_zero(s->span_id, sizeof(s->span_id))
         || s->kind > SP_SPAN_KIND_MAX || s->status_code > SP_STATUS_ERROR
@@ -780,10 +784,7 @@ sp_otlp_traces_add_generic(sp_otlp_traces *t, const sp_resource *res,
     bool                has_parent;
     sp_status           rc;
 
-    if (t == NULL || s == NULL) {
-        return SP_ERR_INVALID;
-    }
-    if ((rc = sp_otlp_span_check(s, attrs, n)) != SP_OK) {
+    if ((rc = sp_otlp_span_check(t, s, attrs, n)) != SP_OK) {
         return rc;
     }
     if ((rc = sp_ob_item_begin(&t->batch, res, s->pid, &it)) != SP_OK) {
@@ -1085,10 +1086,7 @@ sp_otlp_traces_add_checked(sp_otlp_traces *t, const sp_resource *res,
     bool       has_parent;
     sp_status  rc;
 
-    if (t == NULL || s == NULL) {
-        return SP_ERR_INVALID;
-    }
-    if ((rc = sp_otlp_span_check(s, attrs, n)) != SP_OK) {
+    if ((rc = sp_otlp_span_check(t, s, attrs, n)) != SP_OK) {
         return rc;
     }
     if (!utf8_valid && !sp_dv_utf8(s, attrs, n)) {

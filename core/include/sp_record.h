@@ -166,6 +166,8 @@ SP_API sp_status sp_span_attr_at(const sp_span_record *s, uint16_t i,
  * checks them (the exporter's: each attribute parsed once, not twice).
  * attrs may be NULL with max 0.
  */
+SP_API sp_status sp_span_decode_attrs(const void *body, size_t len,
+    sp_span_record *out, sp_span_attr *attrs, size_t max);
 /*
  * Whether all the strings of a span decoded from a record (its name,
  * tracestate, attribute keys and values, which lie in one area at the
@@ -173,8 +175,6 @@ SP_API sp_status sp_span_attr_at(const sp_span_record *s, uint16_t i,
  * own. false when s does not point at a record's body.
  */
 SP_API bool sp_span_strings_ascii(const sp_span_record *s);
-SP_API sp_status sp_span_decode_attrs(const void *body, size_t len,
-    sp_span_record *out, sp_span_attr *attrs, size_t max);
 SP_API sp_status sp_objects_decode(const void *body, size_t len,
     sp_objects_record *out);
 SP_API sp_status sp_object_at(const sp_objects_record *r, uint16_t i,

@@ -187,6 +187,22 @@ new_traces(size_t max_bytes)
     return t;
 }
 
+/* Both serialize to the same bytes; both are destroyed. */
+static void
+assert_same_traces_and_destroy(sp_otlp_traces *x, sp_otlp_traces *y)
+{
+    sp_buf a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+
+    assert_int_equal(sp_otlp_traces_serialize(x, &a), SP_OK);
+    assert_int_equal(sp_otlp_traces_serialize(y, &b), SP_OK);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    sp_buf_free(&a);
+    sp_buf_free(&b);
+    sp_otlp_traces_destroy(x);
+    sp_otlp_traces_destroy(y);
+}
+
 static const sp_pprof_mapping exe = {
     0x400000, 0x500000, 0, "/usr/sbin/nginx", (const uint8_t *)"\xab\xcd", 2
 };
@@ -816,7 +832,7 @@ reset_gives_what_a_new_builder_gives(void **state)
     sp_resource    *res = resource("svc", true);
     sp_otlp_traces *used = new_traces(0), *fresh = new_traces(0);
     sp_span_record  s = span(3, 3, true);
-    sp_buf          a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+    sp_buf          a = SP_BUF_INIT(0);
 
     (void)state;
     assert_int_equal(sp_otlp_traces_add(used, res, &s, span_attrs, 3),
@@ -829,18 +845,12 @@ reset_gives_what_a_new_builder_gives(void **state)
     assert_int_equal(sp_otlp_traces_size(used), 0);
     assert_int_equal(sp_otlp_traces_serialize(used, &a), SP_OK);
     assert_int_equal(a.len, 0);
+    sp_buf_free(&a);
     assert_int_equal(sp_otlp_traces_add(used, res, &s, span_attrs, 2),
                      SP_OK);
     assert_int_equal(sp_otlp_traces_add(fresh, res, &s, span_attrs, 2),
                      SP_OK);
-    assert_int_equal(sp_otlp_traces_serialize(used, &a), SP_OK);
-    assert_int_equal(sp_otlp_traces_serialize(fresh, &b), SP_OK);
-    assert_int_equal(a.len, b.len);
-    assert_memory_equal(a.data, b.data, a.len);
-    sp_buf_free(&a);
-    sp_buf_free(&b);
-    sp_otlp_traces_destroy(used);
-    sp_otlp_traces_destroy(fresh);
+    assert_same_traces_and_destroy(used, fresh);
     sp_resource_destroy(res);
 }
 
@@ -870,7 +880,6 @@ direct_span_encoder_writes_the_generic_bytes(void **state)
     for (variant = 0; variant < 16; variant++) {
         for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
             sp_otlp_traces *d = new_traces(0), *g = new_traces(0);
-            sp_buf          a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
 
             s = span(7, (uint8_t)variant, variant & 1);
             if (variant & 2) {
@@ -903,20 +912,12 @@ direct_span_encoder_writes_the_generic_bytes(void **state)
                     sp_otlp_traces_add_generic(g, res, &s, attrs, v), SP_OK);
             }
             assert_int_equal(sp_otlp_traces_size(d), sp_otlp_traces_size(g));
-            assert_int_equal(sp_otlp_traces_serialize(d, &a), SP_OK);
-            assert_int_equal(sp_otlp_traces_serialize(g, &b), SP_OK);
-            assert_int_equal(a.len, b.len);
-            assert_memory_equal(a.data, b.data, a.len);
-            sp_buf_free(&a);
-            sp_buf_free(&b);
-            sp_otlp_traces_destroy(d);
-            sp_otlp_traces_destroy(g);
+            assert_same_traces_and_destroy(d, g);
         }
     }
     /* more attributes than the encoder keeps sizes for */
     {
         sp_otlp_traces *d = new_traces(0), *g = new_traces(0);
-        sp_buf          a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
         sp_span_attr    many[70];
 
         s = span(8, 8, true);
@@ -931,14 +932,7 @@ direct_span_encoder_writes_the_generic_bytes(void **state)
         assert_int_equal(sp_otlp_traces_add(d, res, &s, many, 70), SP_OK);
         assert_int_equal(sp_otlp_traces_add_generic(g, res, &s, many, 70),
                          SP_OK);
-        assert_int_equal(sp_otlp_traces_serialize(d, &a), SP_OK);
-        assert_int_equal(sp_otlp_traces_serialize(g, &b), SP_OK);
-        assert_int_equal(a.len, b.len);
-        assert_memory_equal(a.data, b.data, a.len);
-        sp_buf_free(&a);
-        sp_buf_free(&b);
-        sp_otlp_traces_destroy(d);
-        sp_otlp_traces_destroy(g);
+        assert_same_traces_and_destroy(d, g);
     }
     sp_resource_destroy(res);
 }
