@@ -27,7 +27,6 @@
 #define SP_DRAIN_BUDGET      4096    /* records per ring per pass */
 #define SP_IDLE_SLEEP_MS     10
 #define SP_CLAIM_RETRY_MS    50
-#define SP_MAX_ATTRS         256
 #define SP_ARENA_BYTES       (256u << 10)
 #define SP_MAX_WORKERS       (2 * SP_REGION_MAX_SLOTS)
 #define SP_GRPC_CODES        17
@@ -121,7 +120,6 @@ struct sp_exporter_loop {
     size_t              arena_used;
     sp_pprof_frame     *frames;
     sp_pprof_line      *lines;      /* SP_SYMBOL_MAX_INLINE per frame */
-    sp_span_attr       *attrs;
     uint64_t            next_logs_ms;
     uint64_t            next_counters_ms;
     sp_exporter_counters local;     /* the drain thread's, published */
@@ -824,31 +822,23 @@ sp_sample_take(sp_exporter_loop *e, const sp_record_view *v)
 
 /* ---- spans */
 
-/* As sp_sample_take, for a span. */
+/* As sp_sample_take, for a span: the worker wrote it as the Span message
+ * that goes out, so it is checked and copied, not decoded and encoded. */
 static sp_status
 sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
 {
-    sp_span_record rec;
-    sp_span_record *sp = &rec;
-    size_t    n;
-    bool      ascii;
-    sp_status st = SP_OK;
+    sp_span_view span;
+    sp_status    st = SP_OK;
 
-    if (sp_span_decode_attrs(v->body, v->len, sp, e->attrs, SP_MAX_ATTRS)
-        != SP_OK)
-    {
+    if (sp_span_decode(v->body, v->len, &span) != SP_OK) {
         return SP_ERR_INVALID;
     }
-    n = sp->attr_count < SP_MAX_ATTRS ? sp->attr_count : SP_MAX_ATTRS;
-    /* One pass over the record's strings instead of a UTF-8 check each. */
-    ascii = sp_span_strings_ascii(sp);
     if (sp_otlp_traces_count(e->traces) + 1 > e->bsp_queue) {
         e->local.dropped_queue_full++;
         return SP_OK;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
-        st = sp_otlp_traces_add_checked(e->traces, e->resource, sp,
-                                        e->attrs, n, ascii);
+        st = sp_otlp_traces_add_span(e->traces, e->resource, &span);
         if (st != SP_ERR_TOO_LONG || sp_otlp_traces_count(e->traces) == 0) {
             break;
         }
@@ -863,9 +853,6 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
             sp_traces_push(e);
         }
         return SP_OK;
-    }
-    if (st == SP_ERR_INVALID) {
-        return st;  /* fields no receiver would take: as corrupt */
     }
     e->local.dropped_too_large++;
     return SP_OK;
@@ -1477,10 +1464,9 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     e->frames = calloc(SP_RECORD_MAX_FRAMES, sizeof(*e->frames));
     e->lines = calloc((size_t)SP_RECORD_MAX_FRAMES * SP_SYMBOL_MAX_INLINE,
                       sizeof(*e->lines));
-    e->attrs = calloc(SP_MAX_ATTRS, sizeof(*e->attrs));
     e->slots = calloc(e->o.max_profiles, sizeof(*e->slots));
     if (e->arena == NULL || e->frames == NULL || e->lines == NULL
-        || e->attrs == NULL || e->slots == NULL)
+        || e->slots == NULL)
     {
         st = SP_ERR_NOMEM;
         goto fail;
@@ -1579,7 +1565,6 @@ sp_exporter_destroy(sp_exporter_loop *e)
     free(e->arena);
     free(e->frames);
     free(e->lines);
-    free(e->attrs);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
     pthread_cond_destroy(&e->idle_cond);

@@ -67,7 +67,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sp_tracestate    ts;
     sp_baggage_counts counts;
     sp_record_view   v;
-    sp_span_record   rec;
+    sp_span_view     rec;
     sp_status        st;
     bool             incoming_valid;
     size_t           i, volumes;

@@ -5,8 +5,10 @@
  * size, so ASan sees any overread):
  * - what a decoder returns points inside the body and keeps the limits
  *   (frame count, string lengths, enum ranges, a NUL in the thread name);
- * - sp_span_attr_at / sp_object_at succeed for every index below the count
- *   once the record decoded, and give SP_ERR_NOT_FOUND past it;
+ * - sp_object_at succeeds for every index below the count once the
+ *   record decoded, and gives SP_ERR_NOT_FOUND past it;
+ * - a span record written from the input's bytes as its fields decodes,
+ *   and protobuf-c reads its Span with every string valid UTF-8;
  * - encoding the decoded values gives *_size bytes, which decode again to
  *   the same values, field by field.
  */
@@ -16,6 +18,9 @@
 
 #include "sp_record.h"
 #include "sp_tracecontext.h"
+#include "sp_utf8.h"
+
+#include "opentelemetry/proto/trace/v1/trace.pb-c.h"
 
 static const unsigned char *body_lo, *body_hi;
 
@@ -100,94 +105,100 @@ fuzz_sample(const unsigned char *body, size_t len)
     free(enc);
 }
 
-static void
-same_attr(const sp_span_attr *a, const sp_span_attr *b)
-{
-    if (a->type != b->type || a->key_len != b->key_len
-        || (a->key_len > 0 && memcmp(a->key, b->key, a->key_len) != 0))
-    {
-        abort();
-    }
-    if (a->type == SP_VALUE_STRING
-        ? a->str_len != b->str_len
-          || (a->str_len > 0 && memcmp(a->str, b->str, a->str_len) != 0)
-        : a->integer != b->integer)
-    {
-        abort();
-    }
-}
-
+/*
+ * A span record decoded from anything: the Span it points at lies in the
+ * body, its ids inside that, not zero. Then the same bytes taken as the
+ * fields of a span (strings that need not be UTF-8, any kind and status
+ * in range): the record written decodes, protobuf-c reads its Span back
+ * with the ids and times given, and every string in it is valid UTF-8.
+ */
 static void
 fuzz_span(const unsigned char *body, size_t len)
 {
-    sp_span_record s, again;
-    sp_span_attr  *attrs, a;
-    void          *enc;
-    size_t         n;
-    uint16_t       i;
+    sp_span_view   v;
+    sp_span_record r;
+    sp_span_attr   at[3];
+    unsigned char *enc;
+    size_t         n, i, cut;
+    Opentelemetry__Proto__Trace__V1__Span *m;
 
-    if (sp_span_decode(body, len, &s) != SP_OK) {
+    if (sp_span_decode(body, len, &v) == SP_OK) {
+        check_inside(v.otlp, v.otlp_len);
+        check_inside(v.trace_id, 16);
+        check_inside(v.span_id, 8);
+        if (v.otlp_len != len - 8 || !sp_trace_id_is_valid(v.trace_id)
+            || !sp_span_id_is_valid(v.span_id))
+        {
+            abort();
+        }
+    }
+
+    if (len < 48) {
         return;
     }
-    if (s.kind > 5 || s.status_code > SP_STATUS_ERROR
-        || s.name_len > SP_SPAN_STRING_MAX
-        || s.tracestate_len > SP_TRACESTATE_MAX_LEN)
+    memset(&r, 0, sizeof(r));
+    memcpy(r.trace_id, body, 16);
+    memcpy(r.span_id, body + 16, 8);
+    memcpy(r.parent_span_id, body + 24, 8);
+    r.trace_flags = body[32];
+    r.kind = body[33] % 6;
+    r.status_code = body[34] % 3;
+    memcpy(&r.start_ns, body + 36, 8);
+    r.end_ns = r.start_ns + body[44];
+    r.trace_id[0] |= 1;
+    r.span_id[0] |= 1;
+    /* the rest, in four strings: name, tracestate, a key and a value */
+    n = len - 48;
+    cut = n / 4;
+    r.name = (const char *)body + 48;
+    r.name_len = cut;
+    r.tracestate = r.name + cut;
+    r.tracestate_len = body[45] & 1 ? cut : 0;
+    at[0] = (sp_span_attr){ r.name + 2 * cut, cut > 0 ? cut : 1,
+                            SP_VALUE_STRING, r.name + 3 * cut, n - 3 * cut,
+                            0 };
+    if (cut == 0) {
+        at[0].key = "k";
+    }
+    at[1] = (sp_span_attr){ "i", 1, SP_VALUE_INT, NULL, 0,
+                            (int64_t)r.start_ns };
+    at[2] = (sp_span_attr){ "b", 1, SP_VALUE_BOOL, NULL, 0, body[46] };
+    n = sp_span_size(&r, at, 3);
+    enc = malloc(n);
+    if (enc == NULL) {
+        return;
+    }
+    if (sp_span_encode(enc, &r, at, 3) != n
+        || sp_span_decode(enc, n, &v) != SP_OK
+        || memcmp(v.trace_id, r.trace_id, 16) != 0
+        || memcmp(v.span_id, r.span_id, 8) != 0)
     {
         abort();
     }
-    check_inside(s.name, s.name_len);
-    check_inside(s.tracestate, s.tracestate_len);
-    attrs = calloc(s.attr_count + 1u, sizeof(*attrs));
-    if (attrs == NULL) {
-        return;
-    }
-    for (i = 0; i < s.attr_count; i++) {
-        if (sp_span_attr_at(&s, i, &attrs[i]) != SP_OK
-            || attrs[i].key_len > SP_SPAN_STRING_MAX
-            || attrs[i].str_len > SP_SPAN_STRING_MAX
-            || (attrs[i].type == SP_VALUE_BOOL
-                && attrs[i].integer != 0 && attrs[i].integer != 1))
-        {
-            abort();
-        }
-        check_inside(attrs[i].key, attrs[i].key_len);
-        check_inside(attrs[i].str, attrs[i].str_len);
-    }
-    if (sp_span_attr_at(&s, s.attr_count, &a) != SP_ERR_NOT_FOUND) {
+    m = opentelemetry__proto__trace__v1__span__unpack(NULL, v.otlp_len,
+                                                      v.otlp);
+    if (m == NULL || m->start_time_unix_nano != r.start_ns
+        || m->end_time_unix_nano != r.end_ns || m->n_attributes != 3
+        || (uint8_t)m->flags != r.trace_flags
+        || !sp_utf8_valid(m->name, strlen(m->name))
+        || !sp_utf8_valid(m->trace_state, strlen(m->trace_state)))
+    {
         abort();
     }
+    for (i = 0; i < m->n_attributes; i++) {
+        const char *str = m->attributes[i]->value->value_case
+            == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE
+            ? m->attributes[i]->value->string_value : "";
 
-    n = sp_span_size(&s, attrs, s.attr_count);
-    enc = malloc(n);
-    if (enc != NULL) {
-        if (sp_span_encode(enc, &s, attrs, s.attr_count) != n
-            || sp_span_decode(enc, n, &again) != SP_OK
-            || memcmp(again.trace_id, s.trace_id, 16) != 0
-            || memcmp(again.span_id, s.span_id, 8) != 0
-            || memcmp(again.parent_span_id, s.parent_span_id, 8) != 0
-            || again.trace_flags != s.trace_flags || again.kind != s.kind
-            || again.status_code != s.status_code || again.pid != s.pid
-            || again.start_ns != s.start_ns || again.end_ns != s.end_ns
-            || again.name_len != s.name_len
-            || (s.name_len > 0
-                && memcmp(again.name, s.name, s.name_len) != 0)
-            || again.tracestate_len != s.tracestate_len
-            || (s.tracestate_len > 0
-                && memcmp(again.tracestate, s.tracestate,
-                          s.tracestate_len) != 0)
-            || again.attr_count != s.attr_count)
+        if (!sp_utf8_valid(m->attributes[i]->key,
+                           strlen(m->attributes[i]->key))
+            || !sp_utf8_valid(str, strlen(str)))
         {
             abort();
         }
-        for (i = 0; i < s.attr_count; i++) {
-            if (sp_span_attr_at(&again, i, &a) != SP_OK) {
-                abort();
-            }
-            same_attr(&attrs[i], &a);
-        }
-        free(enc);
     }
-    free(attrs);
+    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+    free(enc);
 }
 
 static void

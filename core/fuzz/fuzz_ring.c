@@ -42,7 +42,7 @@ drain(sp_ring *r, int max)
     sp_record_view    v;
     sp_ring_counters  before, after;
     sp_sample         s;
-    sp_span_record    sp;
+    sp_span_view      sp;
     sp_objects_record o;
     uint64_t          consumed = 0;
     int               i;

@@ -21,6 +21,7 @@
 #define SP_ENCODE_H
 
 #include "sp_common.h"
+#include "sp_utf8.h"
 
 /* ---- buffers */
 
@@ -100,8 +101,6 @@ SP_API sp_status sp_pb_end(sp_buf *b, size_t mark);
  */
 SP_API sp_status sp_utf8_sanitize(sp_buf *b, const char *s, size_t len);
 
-/* Whether s[0..len) is valid UTF-8 (no overlongs, surrogates, > U+10FFFF). */
-SP_API bool sp_utf8_valid(const char *s, size_t len);
 
 /* ---- gzip (RFC 1952) */
 

@@ -141,33 +141,21 @@ SP_API size_t sp_otlp_traces_count(const sp_otlp_traces *t);
 SP_API size_t sp_otlp_traces_size(const sp_otlp_traces *t);
 
 /*
- * One span of worker s->pid with the attributes attrs[0..n) (decoded with
- * sp_span_attr_at; n may differ from s->attr_count, s->attrs is not read).
- * SP_ERR_INVALID for an all-zero trace or span id (receivers reject
- * them), a kind over 5, a status over 2, an attribute of unknown type or
- * without a key, NULL strings with a length; then SP_ERR_TOO_LONG,
- * SP_ERR_NOMEM. Nothing is added on failure.
+ * One span as its worker recorded it (sp_span_decode): the Span message
+ * is copied into the request as it is, under the resource of worker
+ * v->pid. SP_ERR_TOO_LONG, SP_ERR_NOMEM; nothing is added on failure.
+ */
+SP_API sp_status sp_otlp_traces_add_span(sp_otlp_traces *t,
+    const sp_resource *res, const sp_span_view *v);
+
+/*
+ * One span from its fields, through the worker's encoder (sp_span_encode):
+ * for tests and tools. SP_ERR_INVALID for an all-zero trace or span id
+ * (receivers reject them), a kind over 5, a status over 2, an attribute
+ * of unknown type or without a key, NULL strings with a length; then as
+ * sp_otlp_traces_add_span.
  */
 SP_API sp_status sp_otlp_traces_add(sp_otlp_traces *t,
-    const sp_resource *res, const sp_span_record *s,
-    const sp_span_attr *attrs, size_t n);
-
-/*
- * sp_otlp_traces_add for a caller that knows (utf8_valid) that every
- * string of the span and of attrs is valid UTF-8 (the exporter, with
- * sp_span_strings_ascii), so none is checked again. false: as
- * sp_otlp_traces_add.
- */
-SP_API sp_status sp_otlp_traces_add_checked(sp_otlp_traces *t,
-    const sp_resource *res, const sp_span_record *s,
-    const sp_span_attr *attrs, size_t n, bool utf8_valid);
-
-/*
- * The same through the generic sp_pb_* encoder, which sp_otlp_traces_add
- * uses for spans with strings that are not valid UTF-8. For tests: both
- * must write the same bytes.
- */
-SP_API sp_status sp_otlp_traces_add_generic(sp_otlp_traces *t,
     const sp_resource *res, const sp_span_record *s,
     const sp_span_attr *attrs, size_t n);
 

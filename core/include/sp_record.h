@@ -10,7 +10,8 @@
  * SP_ERR_INVALID rather than read past it.
  *
  * Decoded views point into the record's bytes (no copy): they are valid
- * while those bytes are.
+ * while those bytes are. A span record's body is the OTLP Span message
+ * itself, which the exporter sends on without decoding it.
  */
 #ifndef SP_RECORD_H
 #define SP_RECORD_H
@@ -92,10 +93,17 @@ typedef struct sp_span_record {
     size_t      name_len;
     const char *tracestate;         /* as received and validated */
     size_t      tracestate_len;
-    uint16_t    attr_count;
-    const void *attrs;              /* encoded; read with sp_span_attr_at */
-    size_t      attrs_len;
 } sp_span_record;
+
+/* A decoded span record: the Span message the worker wrote, to be sent as
+ * it is, and where its ids lie in it. */
+typedef struct sp_span_view {
+    uint32_t       pid;
+    const uint8_t *otlp;            /* opentelemetry.proto.trace.v1.Span */
+    size_t         otlp_len;
+    const uint8_t *trace_id;        /* 16 bytes inside otlp */
+    const uint8_t *span_id;         /* 8 bytes inside otlp */
+} sp_span_view;
 
 typedef struct sp_object {
     uint64_t    start;          /* executable mapping [start, end) in the */
@@ -124,7 +132,9 @@ typedef struct sp_objects_record {
  * sequence (span name, attribute keys and values at SP_SPAN_STRING_MAX
  * bytes, object paths at SP_OBJECT_PATH_MAX); a tracestate longer than
  * the longest valid one (SP_TRACESTATE_MAX_LEN) is left out, as a cut one
- * would not be valid. A sample with more than SP_RECORD_MAX_FRAMES frames
+ * would not be valid. A span's strings are written as valid UTF-8 (each
+ * invalid sequence becomes U+FFFD), as OTLP's string fields must be. A
+ * sample with more than SP_RECORD_MAX_FRAMES frames
  * keeps the first ones and is marked truncated. The byte layout is
  * described in sp_record.c.
  */
@@ -139,6 +149,23 @@ SP_API size_t sp_span_size(const sp_span_record *s,
 SP_API size_t sp_span_encode(void *dst, const sp_span_record *s,
     const sp_span_attr *attrs, uint16_t attr_count);
 
+/*
+ * The same in two steps, for a writer that reserves the size first: the
+ * layout measure computes is what write needs, so the span's strings are
+ * looked at once (a span record is written for every traced request).
+ */
+typedef struct sp_span_layout {
+    size_t size;        /* of the record: what write will return */
+    size_t span_len;    /* of the Span message in it */
+    bool   ascii;       /* every string ASCII: copied, not checked */
+} sp_span_layout;
+
+SP_API size_t sp_span_measure(const sp_span_record *s,
+    const sp_span_attr *attrs, uint16_t attr_count, sp_span_layout *out);
+SP_API size_t sp_span_write(void *dst, const sp_span_record *s,
+    const sp_span_attr *attrs, uint16_t attr_count,
+    const sp_span_layout *layout);
+
 SP_API size_t sp_objects_size(const sp_object *objects, uint16_t count);
 SP_API size_t sp_objects_encode(void *dst, uint32_t pid,
     uint32_t generation, const sp_object *objects, uint16_t count);
@@ -151,30 +178,14 @@ SP_API size_t sp_objects_encode(void *dst, uint32_t pid,
  * the layout reserves that are not zero). The views point into body. A
  * sample's body must be 8-byte
  * aligned (ring records are), since its frames are pointed at, not
- * copied. sp_span_attr_at and sp_object_at check the entry again and give
- * SP_ERR_NOT_FOUND for i >= the count.
+ * copied. sp_object_at checks the entry again and gives SP_ERR_NOT_FOUND
+ * for i >= the count.
  */
 SP_API sp_status sp_sample_decode(const void *body, size_t len,
     sp_sample *out);
+/* A span record: its framing checked, the Span message pointed at. */
 SP_API sp_status sp_span_decode(const void *body, size_t len,
-    sp_span_record *out);
-SP_API sp_status sp_span_attr_at(const sp_span_record *s, uint16_t i,
-    sp_span_attr *out);
-/*
- * sp_span_decode that also gives the first min(attr_count, max)
- * attributes in attrs[], as sp_span_attr_at would, from the one pass that
- * checks them (the exporter's: each attribute parsed once, not twice).
- * attrs may be NULL with max 0.
- */
-SP_API sp_status sp_span_decode_attrs(const void *body, size_t len,
-    sp_span_record *out, sp_span_attr *attrs, size_t max);
-/*
- * Whether all the strings of a span decoded from a record (its name,
- * tracestate, attribute keys and values, which lie in one area at the
- * record's end) are ASCII, so each is valid UTF-8 without a check of its
- * own. false when s does not point at a record's body.
- */
-SP_API bool sp_span_strings_ascii(const sp_span_record *s);
+    sp_span_view *out);
 SP_API sp_status sp_objects_decode(const void *body, size_t len,
     sp_objects_record *out);
 SP_API sp_status sp_object_at(const sp_objects_record *r, uint16_t i,

@@ -207,6 +207,7 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
 {
     sp_span_attr   attrs[SP_ENTRY_MAX_ATTRS];
     sp_span_record rec;
+    sp_span_layout layout;
     sp_ring_token  tok;
     char           name[SP_SPAN_STRING_MAX];
     uint16_t       n = 0;
@@ -264,11 +265,11 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
     rec.tracestate = e->tracestate;
     rec.tracestate_len = e->tracestate != NULL ? e->tracestate_len : 0;
 
-    size = sp_span_size(&rec, attrs, n);
+    size = sp_span_measure(&rec, attrs, n, &layout);
     dst = sp_ring_reserve(ring, SP_RECORD_SPAN, size, &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
-    sp_ring_commit(ring, &tok, sp_span_encode(dst, &rec, attrs, n));
+    sp_ring_commit(ring, &tok, sp_span_write(dst, &rec, attrs, n, &layout));
     return SP_OK;
 }

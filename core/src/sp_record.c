@@ -23,33 +23,12 @@
  *   72  u64  frames[frame_count]
  * frames is 8-byte aligned in the body, so a decoded sample points at it.
  *
- * Span (SP_RECORD_SPAN), exactly 64 + 16 * attr_count + the strings:
- *    0  u8   trace_id[16]       never zero
- *   16  u8   span_id[8]         never zero
- *   24  u8   parent_span_id[8]
- *   32  u64  start_ns
- *   40  u64  end_ns
- *   48  u32  pid
- *   52  u8   trace_flags
- *   53  u8   kind               OTLP SpanKind, 0..5
- *   54  u8   status_code        0..2
- *   55  u8   reserved
- *   56  u16  name_len           <= SP_SPAN_STRING_MAX
- *   58  u16  tracestate_len     <= SP_TRACESTATE_MAX_LEN
- *   60  u16  attr_count
- *   62  u16  reserved
- *   64  attribute entries, 16 bytes each:
- *          0  u8   type         sp_value_type
- *          1  u8   reserved
- *          2  u16  key_len      <= SP_SPAN_STRING_MAX
- *          4  u32  key_off      from the start of the body
- *          8  i64  integer      SP_VALUE_INT; SP_VALUE_BOOL: 0 or 1
- *          8  u32  str_off      SP_VALUE_STRING, in place of integer
- *         12  u16  str_len      <= SP_SPAN_STRING_MAX
- *         14  u16  reserved
- *   then the name, the tracestate, and each attribute's key and string.
- * The offsets make sp_span_attr_at O(1); the decoder checks each one
- * against the string area and the total against the body's length.
+ * Span (SP_RECORD_SPAN), 8 + the Span message's bytes:
+ *    0  u32  pid                the worker that served it
+ *    4  u32  reserved
+ *    8  the opentelemetry.proto.trace.v1.Span message, exactly as it goes
+ *       into an ExportTraceServiceRequest (its fields in number order,
+ *       strings valid UTF-8), so the exporter sends it on as it is.
  *
  * Objects (SP_RECORD_OBJECTS), exactly 16 + 64 * count + the paths:
  *    0  u32  pid
@@ -75,13 +54,13 @@
 #include "sp_copy.h"
 #include "sp_record.h"
 #include "sp_tracecontext.h"
+#include "sp_utf8.h"
 
 #define SP_SAMPLE_HEAD          72
 #define SP_SAMPLE_TRUNCATED     0x01
 #define SP_SAMPLE_HAS_SPAN      0x02
 
-#define SP_SPAN_HEAD            64
-#define SP_ATTR_SIZE            16
+#define SP_SPAN_HEAD            8
 #define SP_SPAN_KIND_MAX        5   /* CONSUMER */
 
 #define SP_OBJECTS_HEAD         16
@@ -300,7 +279,82 @@ sp_sample_decode(const void *body, size_t len, sp_sample *out)
     return SP_OK;
 }
 
-/* ---- spans */
+/* ---- spans: an OTLP Span message, written where the worker records it */
+
+/*
+ * Tags (field << 3 | wire type) of opentelemetry.proto.trace.v1.Span and
+ * of the messages inside it. Span.flags is field 16: two bytes of tag.
+ */
+#define SP_TAG_SPAN_TRACE_ID    0x0a
+#define SP_TAG_SPAN_SPAN_ID     0x12
+#define SP_TAG_SPAN_TRACE_STATE 0x1a
+#define SP_TAG_SPAN_PARENT      0x22
+#define SP_TAG_SPAN_NAME        0x2a
+#define SP_TAG_SPAN_KIND        0x30
+#define SP_TAG_SPAN_START       0x39
+#define SP_TAG_SPAN_END         0x41
+#define SP_TAG_SPAN_ATTR        0x4a
+#define SP_TAG_SPAN_STATUS      0x7a
+#define SP_TAG_SPAN_FLAGS0      0x85
+#define SP_TAG_SPAN_FLAGS1      0x01
+#define SP_TAG_STATUS_CODE      0x18
+#define SP_TAG_KV_KEY           0x0a
+#define SP_TAG_KV_VALUE         0x12
+#define SP_TAG_ANY_STRING       0x0a
+#define SP_TAG_ANY_BOOL         0x10
+#define SP_TAG_ANY_INT          0x18
+
+/* Span.flags: bits 0-7 the W3C trace flags, then whether the parent is
+ * known to be remote, and whether it is. */
+#define SP_SPAN_FLAGS_HAS_IS_REMOTE 0x100u
+#define SP_SPAN_FLAGS_IS_REMOTE     0x200u
+
+static size_t
+sp_varint_size(uint64_t v)
+{
+    size_t n = 1;
+
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *
+sp_put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* Bytes of a length-delimited field with a one-byte tag. */
+static size_t
+sp_field_size(size_t body)
+{
+    return 1 + sp_varint_size(body) + body;
+}
+
+/* OR of every byte: one pass tells whether all of s is ASCII. */
+static uint64_t
+sp_high_bits(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    uint64_t             acc = 0;
+    size_t               i;
+
+    for (i = 0; i + 8 <= len; i += 8) {
+        acc |= sp_get64(p, i);
+    }
+    for (; i < len; i++) {
+        acc |= p[i];
+    }
+    return acc & 0x8080808080808080ull;
+}
 
 static size_t
 sp_attr_key_len(const sp_span_attr *a)
@@ -315,78 +369,335 @@ sp_attr_str_len(const sp_span_attr *a)
            ? sp_cut(a->str, a->str_len, SP_SPAN_STRING_MAX) : 0;
 }
 
+/* A string as the span carries it: cut to its limit, then valid UTF-8. */
+static size_t
+sp_text_size(const char *s, size_t len, size_t max, bool ascii)
+{
+    len = sp_cut(s, len, max);
+    return ascii ? len : sp_utf8_repaired_len(s, len);
+}
+
+static unsigned char *
+sp_put_text(unsigned char *p, uint8_t tag, const char *s, size_t len,
+    size_t max, bool ascii)
+{
+    len = sp_cut(s, len, max);
+    *p++ = tag;
+    if (ascii) {
+        p = sp_put_varint(p, len);
+        sp_copy(p, s, len);
+        return p + len;
+    }
+    p = sp_put_varint(p, sp_utf8_repaired_len(s, len));
+    return p + sp_utf8_repair(p, s, len);
+}
+
+/* The AnyValue message's body of an attribute. */
+static size_t
+sp_any_size(const sp_span_attr *a, bool ascii)
+{
+    switch (a->type) {
+    case SP_VALUE_STRING:
+        return sp_field_size(sp_text_size(a->str, a->str_len,
+                                          SP_SPAN_STRING_MAX, ascii));
+    case SP_VALUE_BOOL:
+        return 2;
+    default:
+        return 1 + sp_varint_size((uint64_t)a->integer);
+    }
+}
+
+/* The KeyValue message's body, given its AnyValue's. */
+static size_t
+sp_kv_size(const sp_span_attr *a, size_t any, bool ascii)
+{
+    return sp_field_size(sp_text_size(a->key, a->key_len, SP_SPAN_STRING_MAX,
+                                      ascii))
+           + sp_field_size(any);
+}
+
+static bool
+sp_span_has_parent(const sp_span_record *s)
+{
+    return !sp_all_zero(s->parent_span_id, 8);
+}
+
+size_t
+sp_span_measure(const sp_span_record *s, const sp_span_attr *attrs,
+    uint16_t attr_count, sp_span_layout *out)
+{
+    uint64_t high;
+    size_t   size, any;
+    uint16_t i;
+    bool     ascii;
+
+    /* Nearly every span is ASCII throughout: one pass over its strings
+     * saves a UTF-8 check of each when it is written. */
+    high = sp_high_bits(s->name, sp_cut(s->name, s->name_len,
+                                        SP_SPAN_STRING_MAX))
+           | sp_high_bits(s->tracestate, sp_tracestate_len(s));
+    for (i = 0; i < attr_count; i++) {
+        high |= sp_high_bits(attrs[i].key, sp_attr_key_len(&attrs[i]))
+                | sp_high_bits(attrs[i].str, sp_attr_str_len(&attrs[i]));
+    }
+    ascii = high == 0;
+
+    size = 2 + 16 + 2 + 8 + 9 + 9 + 6
+           + sp_field_size(sp_text_size(s->name, s->name_len,
+                                        SP_SPAN_STRING_MAX, ascii));
+    if (sp_tracestate_len(s) > 0) {
+        size += sp_field_size(sp_text_size(s->tracestate,
+                                           sp_tracestate_len(s),
+                                           SP_TRACESTATE_MAX_LEN, ascii));
+    }
+    if (sp_span_has_parent(s)) {
+        size += 2 + 8;
+    }
+    if (s->kind != 0) {
+        size += 1 + sp_varint_size(s->kind);
+    }
+    for (i = 0; i < attr_count; i++) {
+        any = sp_any_size(&attrs[i], ascii);
+        size += sp_field_size(sp_kv_size(&attrs[i], any, ascii));
+    }
+    if (s->status_code != SP_STATUS_UNSET) {
+        size += 2 + 1 + sp_varint_size(s->status_code);
+    }
+    out->ascii = ascii;
+    out->span_len = size;
+    out->size = SP_SPAN_HEAD + size;
+    return out->size;
+}
+
+static unsigned char *
+sp_put_attr(unsigned char *p, const sp_span_attr *a, bool ascii)
+{
+    size_t any = sp_any_size(a, ascii);
+
+    *p++ = SP_TAG_SPAN_ATTR;
+    p = sp_put_varint(p, sp_kv_size(a, any, ascii));
+    p = sp_put_text(p, SP_TAG_KV_KEY, a->key, a->key_len,
+                    SP_SPAN_STRING_MAX, ascii);
+    *p++ = SP_TAG_KV_VALUE;
+    p = sp_put_varint(p, any);
+    switch (a->type) {
+    case SP_VALUE_STRING:
+        return sp_put_text(p, SP_TAG_ANY_STRING, a->str, a->str_len,
+                           SP_SPAN_STRING_MAX, ascii);
+    case SP_VALUE_BOOL:
+        *p++ = SP_TAG_ANY_BOOL;
+        *p++ = a->integer != 0 ? 1 : 0;
+        return p;
+    default:
+        *p++ = SP_TAG_ANY_INT;
+        return sp_put_varint(p, (uint64_t)a->integer);
+    }
+}
+
+size_t
+sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
+    uint16_t attr_count, const sp_span_layout *layout)
+{
+    unsigned char *p = dst;
+    uint32_t       flags;
+    uint16_t       i;
+    bool           ascii = layout->ascii, has_parent = sp_span_has_parent(s);
+
+    sp_put32(p, 0, s->pid);
+    sp_put32(p, 4, 0);
+    p += SP_SPAN_HEAD;
+    *p++ = SP_TAG_SPAN_TRACE_ID;
+    *p++ = 16;
+    memcpy(p, s->trace_id, 16);
+    p += 16;
+    *p++ = SP_TAG_SPAN_SPAN_ID;
+    *p++ = 8;
+    memcpy(p, s->span_id, 8);
+    p += 8;
+    if (sp_tracestate_len(s) > 0) {
+        p = sp_put_text(p, SP_TAG_SPAN_TRACE_STATE, s->tracestate,
+                        sp_tracestate_len(s), SP_TRACESTATE_MAX_LEN, ascii);
+    }
+    if (has_parent) {
+        *p++ = SP_TAG_SPAN_PARENT;
+        *p++ = 8;
+        memcpy(p, s->parent_span_id, 8);
+        p += 8;
+    }
+    p = sp_put_text(p, SP_TAG_SPAN_NAME, s->name, s->name_len,
+                    SP_SPAN_STRING_MAX, ascii);
+    if (s->kind != 0) {
+        *p++ = SP_TAG_SPAN_KIND;
+        p = sp_put_varint(p, s->kind);
+    }
+    *p++ = SP_TAG_SPAN_START;
+    sp_put64(p, 0, s->start_ns);
+    p += 8;
+    *p++ = SP_TAG_SPAN_END;
+    sp_put64(p, 0, s->end_ns);
+    p += 8;
+    for (i = 0; i < attr_count; i++) {
+        p = sp_put_attr(p, &attrs[i], ascii);
+    }
+    if (s->status_code != SP_STATUS_UNSET) {
+        *p++ = SP_TAG_SPAN_STATUS;
+        *p++ = (unsigned char)(1 + sp_varint_size(s->status_code));
+        *p++ = SP_TAG_STATUS_CODE;
+        p = sp_put_varint(p, s->status_code);
+    }
+    flags = s->trace_flags | SP_SPAN_FLAGS_HAS_IS_REMOTE
+            | (has_parent ? SP_SPAN_FLAGS_IS_REMOTE : 0);
+    *p++ = SP_TAG_SPAN_FLAGS0;
+    *p++ = SP_TAG_SPAN_FLAGS1;
+    sp_put32(p, 0, flags);
+    p += 4;
+    return (size_t)(p - (unsigned char *)dst);
+}
+
 size_t
 sp_span_size(const sp_span_record *s, const sp_span_attr *attrs,
     uint16_t attr_count)
 {
-    size_t   size;
-    uint16_t i;
+    sp_span_layout layout;
 
-    size = SP_SPAN_HEAD + SP_ATTR_SIZE * (size_t)attr_count
-           + sp_cut(s->name, s->name_len, SP_SPAN_STRING_MAX)
-           + sp_tracestate_len(s);
-    for (i = 0; i < attr_count; i++) {
-        size += sp_attr_key_len(&attrs[i]) + sp_attr_str_len(&attrs[i]);
-    }
-    return size;
+    return sp_span_measure(s, attrs, attr_count, &layout);
 }
 
 size_t
 sp_span_encode(void *dst, const sp_span_record *s,
     const sp_span_attr *attrs, uint16_t attr_count)
 {
-    unsigned char *p = dst, *e;
-    size_t         name_len, ts_len, key_len, str_len, off;
-    uint16_t       i;
+    sp_span_layout layout;
 
-    name_len = sp_cut(s->name, s->name_len, SP_SPAN_STRING_MAX);
-    ts_len = sp_tracestate_len(s);
+    sp_span_measure(s, attrs, attr_count, &layout);
+    return sp_span_write(dst, s, attrs, attr_count, &layout);
+}
 
-    memcpy(p, s->trace_id, 16);
-    memcpy(p + 16, s->span_id, 8);
-    memcpy(p + 24, s->parent_span_id, 8);
-    sp_put64(p, 32, s->start_ns);
-    sp_put64(p, 40, s->end_ns);
-    sp_put32(p, 48, s->pid);
-    sp_put8(p, 52, s->trace_flags);
-    sp_put8(p, 53, s->kind);
-    sp_put8(p, 54, s->status_code);
-    sp_put8(p, 55, 0);
-    sp_put16(p, 56, (uint16_t)name_len);
-    sp_put16(p, 58, (uint16_t)ts_len);
-    sp_put16(p, 60, attr_count);
-    sp_put16(p, 62, 0);
+/* A varint of at most 5 bytes (lengths here are far below 2^32) at
+ * p[*i..n), or false when it runs past n or is longer. */
+static bool
+sp_get_varint(const unsigned char *p, size_t n, size_t *i, uint64_t *v)
+{
+    uint64_t x = 0;
+    int      shift;
 
-    off = SP_SPAN_HEAD + SP_ATTR_SIZE * (size_t)attr_count;
-    sp_put_bytes(p, off, s->name, name_len);
-    off += name_len;
-    sp_put_bytes(p, off, s->tracestate, ts_len);
-    off += ts_len;
+    for (shift = 0; shift < 35 && *i < n; shift += 7) {
+        uint8_t b = p[(*i)++];
 
-    for (i = 0; i < attr_count; i++) {
-        e = p + SP_SPAN_HEAD + SP_ATTR_SIZE * (size_t)i;
-        key_len = sp_attr_key_len(&attrs[i]);
-        str_len = sp_attr_str_len(&attrs[i]);
-        sp_put8(e, 0, attrs[i].type);
-        sp_put8(e, 1, 0);
-        sp_put16(e, 2, (uint16_t)key_len);
-        sp_put32(e, 4, (uint32_t)off);
-        sp_put_bytes(p, off, attrs[i].key, key_len);
-        off += key_len;
-        if (attrs[i].type == SP_VALUE_STRING) {
-            sp_put32(e, 8, (uint32_t)off);
-            sp_put16(e, 12, (uint16_t)str_len);
-            sp_put16(e, 14, 0);
-            sp_put_bytes(p, off, attrs[i].str, str_len);
-            off += str_len;
-        } else if (attrs[i].type == SP_VALUE_BOOL) {
-            sp_put64(e, 8, attrs[i].integer != 0);
-        } else {
-            sp_put64(e, 8, (uint64_t)attrs[i].integer);
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *v = x;
+            return true;
         }
     }
-    return off;
+    return false;
 }
+
+/* A length-delimited field at p[*i..n) whose tag is `tag`: its body's
+ * offset and length, *i moved past it. */
+static bool
+sp_get_field(const unsigned char *p, size_t n, size_t *i, uint8_t tag,
+    size_t *off, size_t *len)
+{
+    uint64_t v;
+
+    if (*i >= n || p[*i] != tag) {
+        return false;
+    }
+    (*i)++;
+    if (!sp_get_varint(p, n, i, &v) || v > n - *i) {
+        return false;
+    }
+    *off = *i;
+    *len = (size_t)v;
+    *i += (size_t)v;
+    return true;
+}
+
+/*
+ * The framing of the Span message in the order sp_span_write gives it:
+ * each field where it must be, each length inside the message, the ids
+ * present and not zero. The attributes' insides are the encoder's and are
+ * covered by the ring's checksum; the framing is what keeps one bad
+ * record from taking its neighbours in the request with it.
+ */
+sp_status
+sp_span_decode(const void *body, size_t len, sp_span_view *out)
+{
+    const unsigned char *b = body, *p;
+    size_t               n, i = 0, off, flen;
+    uint64_t             v;
+
+    if (body == NULL || len < SP_SPAN_HEAD || sp_get32(b, 4) != 0) {
+        return SP_ERR_INVALID;
+    }
+    p = b + SP_SPAN_HEAD;
+    n = len - SP_SPAN_HEAD;
+    memset(out, 0, sizeof(*out));
+    if (!sp_get_field(p, n, &i, SP_TAG_SPAN_TRACE_ID, &off, &flen)
+        || flen != 16 || sp_all_zero(p + off, 16))
+    {
+        return SP_ERR_INVALID;
+    }
+    out->trace_id = p + off;
+    if (!sp_get_field(p, n, &i, SP_TAG_SPAN_SPAN_ID, &off, &flen)
+        || flen != 8 || sp_all_zero(p + off, 8))
+    {
+        return SP_ERR_INVALID;
+    }
+    out->span_id = p + off;
+    if (i < n && p[i] == SP_TAG_SPAN_TRACE_STATE
+        && (!sp_get_field(p, n, &i, SP_TAG_SPAN_TRACE_STATE, &off, &flen)
+            || flen == 0 || flen > SP_TRACESTATE_MAX_LEN))
+    {
+        return SP_ERR_INVALID;
+    }
+    if (i < n && p[i] == SP_TAG_SPAN_PARENT
+        && (!sp_get_field(p, n, &i, SP_TAG_SPAN_PARENT, &off, &flen)
+            || flen != 8))
+    {
+        return SP_ERR_INVALID;
+    }
+    if (!sp_get_field(p, n, &i, SP_TAG_SPAN_NAME, &off, &flen)) {
+        return SP_ERR_INVALID;
+    }
+    if (i < n && p[i] == SP_TAG_SPAN_KIND) {
+        i++;
+        if (!sp_get_varint(p, n, &i, &v) || v > SP_SPAN_KIND_MAX) {
+            return SP_ERR_INVALID;
+        }
+    }
+    if (n - i < 18 || p[i] != SP_TAG_SPAN_START
+        || p[i + 9] != SP_TAG_SPAN_END)
+    {
+        return SP_ERR_INVALID;
+    }
+    i += 18;
+    while (i < n && p[i] == SP_TAG_SPAN_ATTR) {
+        if (!sp_get_field(p, n, &i, SP_TAG_SPAN_ATTR, &off, &flen)) {
+            return SP_ERR_INVALID;
+        }
+    }
+    if (i < n && p[i] == SP_TAG_SPAN_STATUS) {
+        if (n - i < 4 || p[i + 1] != 2 || p[i + 2] != SP_TAG_STATUS_CODE
+            || p[i + 3] > SP_STATUS_ERROR)
+        {
+            return SP_ERR_INVALID;
+        }
+        i += 4;
+    }
+    if (n - i != 6 || p[i] != SP_TAG_SPAN_FLAGS0
+        || p[i + 1] != SP_TAG_SPAN_FLAGS1)
+    {
+        return SP_ERR_INVALID;
+    }
+    out->pid = sp_get32(b, 0);
+    out->otlp = p;
+    out->otlp_len = n;
+    return SP_OK;
+}
+
+/* ---- objects */
 
 /* [off, off + len) lies inside [lo, size) */
 static bool
@@ -394,173 +705,6 @@ sp_in_range(uint64_t off, uint64_t len, size_t lo, size_t size)
 {
     return off >= lo && off <= size && len <= size - off;
 }
-
-/*
- * One attribute entry of a body of `size` bytes whose strings start at
- * `strings`: every offset checked before anything is pointed at.
- */
-static sp_status
-sp_attr_parse(const unsigned char *body, size_t size, size_t strings,
-    uint16_t i, sp_span_attr *out)
-{
-    const unsigned char *e = body + SP_SPAN_HEAD + SP_ATTR_SIZE * (size_t)i;
-    uint16_t             key_len = sp_get16(e, 2);
-    uint32_t             key_off = sp_get32(e, 4);
-    uint32_t             str_off;
-    uint16_t             str_len;
-    int64_t              integer;
-
-    if (e[1] != 0 || key_len > SP_SPAN_STRING_MAX
-        || !sp_in_range(key_off, key_len, strings, size))
-    {
-        return SP_ERR_INVALID;
-    }
-    memset(out, 0, sizeof(*out));
-    out->type = e[0];
-    out->key = (const char *)body + key_off;
-    out->key_len = key_len;
-    switch (e[0]) {
-    case SP_VALUE_STRING:
-        str_off = sp_get32(e, 8);
-        str_len = sp_get16(e, 12);
-        if (sp_get16(e, 14) != 0 || str_len > SP_SPAN_STRING_MAX
-            || !sp_in_range(str_off, str_len, strings, size))
-        {
-            return SP_ERR_INVALID;
-        }
-        out->str = (const char *)body + str_off;
-        out->str_len = str_len;
-        return SP_OK;
-    case SP_VALUE_BOOL:
-    case SP_VALUE_INT:
-        integer = (int64_t)sp_get64(e, 8);
-        if (e[0] == SP_VALUE_BOOL && integer != 0 && integer != 1) {
-            return SP_ERR_INVALID;
-        }
-        out->integer = integer;
-        return SP_OK;
-    default:
-        return SP_ERR_INVALID;
-    }
-}
-
-sp_status
-sp_span_decode(const void *body, size_t len, sp_span_record *out)
-{
-    return sp_span_decode_attrs(body, len, out, NULL, 0);
-}
-
-sp_status
-sp_span_decode_attrs(const void *body, size_t len, sp_span_record *out,
-    sp_span_attr *attrs, size_t max)
-{
-    const unsigned char *p = body;
-    size_t               strings, total;
-    uint16_t             name_len, ts_len, count, i;
-    sp_span_attr         a, *to;
-
-    if (body == NULL || len < SP_SPAN_HEAD) {
-        return SP_ERR_INVALID;
-    }
-    name_len = sp_get16(p, 56);
-    ts_len = sp_get16(p, 58);
-    count = sp_get16(p, 60);
-    strings = SP_SPAN_HEAD + SP_ATTR_SIZE * (size_t)count;
-    if (p[55] != 0 || sp_get16(p, 62) != 0
-        || p[53] > SP_SPAN_KIND_MAX || p[54] > SP_STATUS_ERROR
-        || name_len > SP_SPAN_STRING_MAX || ts_len > SP_TRACESTATE_MAX_LEN
-        || sp_all_zero(p, 16) || sp_all_zero(p + 16, 8)
-        || strings > len || (size_t)name_len + ts_len > len - strings)
-    {
-        return SP_ERR_INVALID;
-    }
-
-    memset(out, 0, sizeof(*out));
-    out->attrs = p;
-    out->attrs_len = len;
-    out->attr_count = count;
-    /* every entry checked now, so that sp_span_attr_at cannot fail later */
-    total = strings + name_len + ts_len;
-    for (i = 0; i < count; i++) {
-        /* Parsed once: the caller's copy is the one checked. */
-        to = i < max ? &attrs[i] : &a;
-        if (sp_attr_parse(p, len, strings, i, to) != SP_OK) {
-            return SP_ERR_INVALID;
-        }
-        total += to->key_len + to->str_len;
-    }
-    if (total != len) {
-        return SP_ERR_INVALID;
-    }
-
-    memcpy(out->trace_id, p, 16);
-    memcpy(out->span_id, p + 16, 8);
-    memcpy(out->parent_span_id, p + 24, 8);
-    out->start_ns = sp_get64(p, 32);
-    out->end_ns = sp_get64(p, 40);
-    out->pid = sp_get32(p, 48);
-    out->trace_flags = p[52];
-    out->kind = p[53];
-    out->status_code = p[54];
-    out->name = (const char *)p + strings;
-    out->name_len = name_len;
-    out->tracestate = (const char *)p + strings + name_len;
-    out->tracestate_len = ts_len;
-    return SP_OK;
-}
-
-/*
- * attrs points at the whole body (attrs_len bytes): the entries' offsets
- * count from its start. Checked again here, as the record is the caller's
- * and may not come from sp_span_decode.
- */
-sp_status
-sp_span_attr_at(const sp_span_record *s, uint16_t i, sp_span_attr *out)
-{
-    size_t strings;
-
-    if (i >= s->attr_count) {
-        return SP_ERR_NOT_FOUND;
-    }
-    strings = SP_SPAN_HEAD + SP_ATTR_SIZE * (size_t)s->attr_count;
-    if (s->attrs == NULL || s->attrs_len < strings) {
-        return SP_ERR_INVALID;
-    }
-    return sp_attr_parse(s->attrs, s->attrs_len, strings, i, out);
-}
-
-/*
- * Word at a time (32 bytes an iteration): callgrind counted ~70
- * instructions a string for checking a span's twenty-odd strings one by
- * one as UTF-8; one pass over the area is ~100 for all of them.
- */
-bool
-sp_span_strings_ascii(const sp_span_record *s)
-{
-    const unsigned char *p;
-    size_t               strings, n, i;
-    uint64_t             acc = 0;
-
-    strings = SP_SPAN_HEAD + SP_ATTR_SIZE * (size_t)s->attr_count;
-    if (s->attrs == NULL || s->attrs_len < strings) {
-        return false;
-    }
-    p = (const unsigned char *)s->attrs + strings;
-    n = s->attrs_len - strings;
-    for (i = 0; i + 32 <= n; i += 32) {
-        acc |= sp_get64(p, i) | sp_get64(p, i + 8) | sp_get64(p, i + 16)
-               | sp_get64(p, i + 24);
-    }
-    for (; i + 8 <= n; i += 8) {
-        acc |= sp_get64(p, i);
-    }
-    for (; i < n; i++) {
-        acc |= p[i];
-    }
-    return (acc & 0x8080808080808080ull) == 0;
-}
-
-/* ---- objects */
 
 size_t
 sp_objects_size(const sp_object *objects, uint16_t count)

@@ -7,6 +7,8 @@
 #include "sp_entry.h"
 #include "sp_record.h"
 
+#include "opentelemetry/proto/trace/v1/trace.pb-c.h"
+
 static char scratch[SP_ENTRY_SCRATCH_SIZE];
 
 static sp_entry_policy
@@ -186,13 +188,14 @@ finished_span_record_carries_spec_attributes(void **state)
     sp_entry        e;
     sp_entry_http   h;
     sp_record_view  v;
-    sp_span_record  rec;
-    sp_span_attr    a;
+    sp_span_view    sv;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+    Opentelemetry__Proto__Common__V1__KeyValue *kv;
     void           *mem;
     sp_region      *region;
     sp_ring        *ring;
     size_t          size = sp_region_size(1, 65536);
-    uint16_t        i;
+    size_t          i;
     bool            seen_profiling = false, seen_status = false;
 
     (void)state;
@@ -214,25 +217,31 @@ finished_span_record_carries_spec_attributes(void **state)
     assert_int_equal(sp_entry_finish(&e, &h, ring), SP_OK);
     assert_int_equal(sp_ring_read(ring, &v), SP_OK);
     assert_int_equal(v.type, SP_RECORD_SPAN);
-    assert_int_equal(sp_span_decode(v.body, v.len, &rec), SP_OK);
-    assert_int_equal(rec.name_len, 8);
-    assert_memory_equal(rec.name, "GET /api", 8);
-    assert_int_equal(rec.kind, SP_SPAN_KIND_SERVER);
-    assert_int_equal(rec.status_code, SP_STATUS_ERROR);
-    assert_memory_equal(rec.span_id, e.ctx.span_id, 8);
-    for (i = 0; i < rec.attr_count; i++) {
-        assert_int_equal(sp_span_attr_at(&rec, i, &a), SP_OK);
-        if (a.key_len == 25
-            && memcmp(a.key, "splunk.snapshot.profiling", 25) == 0)
-        {
-            seen_profiling = a.type == SP_VALUE_BOOL && a.integer == 1;
+    assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
+    assert_int_equal(sv.pid, 1234);
+    m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
+                                                      sv.otlp);
+    assert_non_null(m);
+    assert_string_equal(m->name, "GET /api");
+    assert_int_equal(m->kind, SP_SPAN_KIND_SERVER);
+    assert_non_null(m->status);
+    assert_int_equal(m->status->code, SP_STATUS_ERROR);
+    assert_int_equal(m->span_id.len, 8);
+    assert_memory_equal(m->span_id.data, e.ctx.span_id, 8);
+    for (i = 0; i < m->n_attributes; i++) {
+        kv = m->attributes[i];
+        if (strcmp(kv->key, "splunk.snapshot.profiling") == 0) {
+            seen_profiling = kv->value->value_case
+                == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE
+                && kv->value->bool_value;
         }
-        if (a.key_len == 25
-            && memcmp(a.key, "http.response.status_code", 25) == 0)
-        {
-            seen_status = a.type == SP_VALUE_INT && a.integer == 503;
+        if (strcmp(kv->key, "http.response.status_code") == 0) {
+            seen_status = kv->value->value_case
+                == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE
+                && kv->value->int_value == 503;
         }
     }
+    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
     assert_true(seen_profiling);
     assert_true(seen_status);
     /* Not recorded: nothing written. */

@@ -838,7 +838,7 @@ read_whatever_is_there(region_fx *fx, sp_ring *r)
     const unsigned char *data = data_mem(fx, 0);
     sp_record_view       v;
     sp_sample            s;
-    sp_span_record       sp;
+    sp_span_view         sp;
     sp_objects_record    o;
     int                  k;
 

@@ -186,7 +186,6 @@ write_span(sp_ring *ring, uint32_t i, int wait)
         a[k].key_len = strlen(a[k].key);
         a[k].str_len = a[k].str != NULL ? strlen(a[k].str) : 0;
     }
-    sp.attr_count = 4;
     len = sp_span_size(&sp, a, 4);
     sp_span_encode(buf, &sp, a, 4);
     if (write_record(ring, SP_RECORD_SPAN, buf, len, wait)) {
