@@ -155,9 +155,18 @@ SP_API size_t sp_span_encode(void *dst, const sp_span_record *s,
  * looked at once (a span record is written for every traced request).
  */
 typedef struct sp_span_layout {
-    size_t size;        /* of the record: what write will return */
-    size_t span_len;    /* of the Span message in it */
-    bool   ascii;       /* every string ASCII: copied, not checked */
+    size_t   size;              /* of the record: what write returns */
+    size_t   span_len;          /* of the Span message in it */
+    bool     ascii;             /* every string ASCII: copied unchecked */
+    size_t   name_len;          /* as written */
+    size_t   tracestate_len;
+    /* The first attributes' sizes as written (key, string value, AnyValue
+     * and KeyValue bodies): write computes the others again. */
+#define SP_SPAN_LAYOUT_ATTRS 24
+    uint16_t key_len[SP_SPAN_LAYOUT_ATTRS];
+    uint16_t str_len[SP_SPAN_LAYOUT_ATTRS];
+    uint16_t any_len[SP_SPAN_LAYOUT_ATTRS];
+    uint16_t kv_len[SP_SPAN_LAYOUT_ATTRS];
 } sp_span_layout;
 
 SP_API size_t sp_span_measure(const sp_span_record *s,

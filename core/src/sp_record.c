@@ -309,21 +309,33 @@ sp_sample_decode(const void *body, size_t len, sp_sample *out)
 #define SP_SPAN_FLAGS_HAS_IS_REMOTE 0x100u
 #define SP_SPAN_FLAGS_IS_REMOTE     0x200u
 
-static size_t
+static inline size_t
 sp_varint_size(uint64_t v)
 {
-    size_t n = 1;
+    size_t n = 3;
 
-    while (v >= 0x80) {
+    /* lengths here are nearly all under 128, the rest under 16384 */
+    if (v < 0x80) {
+        return 1;
+    }
+    if (v < 0x4000) {
+        return 2;
+    }
+    v >>= 21;
+    while (v != 0) {
         v >>= 7;
         n++;
     }
     return n;
 }
 
-static unsigned char *
+static inline unsigned char *
 sp_put_varint(unsigned char *p, uint64_t v)
 {
+    if (v < 0x80) {
+        *p = (unsigned char)v;
+        return p + 1;
+    }
     while (v >= 0x80) {
         *p++ = (unsigned char)(v | 0x80);
         v >>= 7;
@@ -333,14 +345,14 @@ sp_put_varint(unsigned char *p, uint64_t v)
 }
 
 /* Bytes of a length-delimited field with a one-byte tag. */
-static size_t
+static inline size_t
 sp_field_size(size_t body)
 {
     return 1 + sp_varint_size(body) + body;
 }
 
-/* OR of every byte: one pass tells whether all of s is ASCII. */
-static uint64_t
+/* OR of every byte's high bit: one pass tells whether s is ASCII. */
+static inline uint64_t
 sp_high_bits(const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -350,26 +362,18 @@ sp_high_bits(const char *s, size_t len)
     for (i = 0; i + 8 <= len; i += 8) {
         acc |= sp_get64(p, i);
     }
-    for (; i < len; i++) {
-        acc |= p[i];
+    if (len >= 8 && i < len) {
+        acc |= sp_get64(p, len - 8);    /* the tail, overlapping */
+    } else {
+        for (; i < len; i++) {
+            acc |= p[i];
+        }
     }
     return acc & 0x8080808080808080ull;
 }
 
-static size_t
-sp_attr_key_len(const sp_span_attr *a)
-{
-    return sp_cut(a->key, a->key_len, SP_SPAN_STRING_MAX);
-}
-
-static size_t
-sp_attr_str_len(const sp_span_attr *a)
-{
-    return a->type == SP_VALUE_STRING
-           ? sp_cut(a->str, a->str_len, SP_SPAN_STRING_MAX) : 0;
-}
-
-/* A string as the span carries it: cut to its limit, then valid UTF-8. */
+/* The bytes a string takes in the span: cut to its limit, then made
+ * valid UTF-8 (which only a string with a byte over 0x7F can need). */
 static size_t
 sp_text_size(const char *s, size_t len, size_t max, bool ascii)
 {
@@ -377,43 +381,45 @@ sp_text_size(const char *s, size_t len, size_t max, bool ascii)
     return ascii ? len : sp_utf8_repaired_len(s, len);
 }
 
-static unsigned char *
+/* Writes the string whose size sp_text_size gave as out_len. */
+static inline __attribute__((always_inline)) unsigned char *
 sp_put_text(unsigned char *p, uint8_t tag, const char *s, size_t len,
-    size_t max, bool ascii)
+    size_t max, size_t out_len, bool ascii)
 {
-    len = sp_cut(s, len, max);
     *p++ = tag;
+    p = sp_put_varint(p, out_len);
     if (ascii) {
-        p = sp_put_varint(p, len);
-        sp_copy(p, s, len);
-        return p + len;
+        sp_copy(p, s, out_len);
+    } else {
+        sp_utf8_repair(p, s, sp_cut(s, len, max));
     }
-    p = sp_put_varint(p, sp_utf8_repaired_len(s, len));
-    return p + sp_utf8_repair(p, s, len);
+    return p + out_len;
 }
 
-/* The AnyValue message's body of an attribute. */
-static size_t
-sp_any_size(const sp_span_attr *a, bool ascii)
+/* The sizes of one attribute's parts, as sp_put_attr writes them. */
+static inline __attribute__((always_inline)) void
+sp_attr_sizes(const sp_span_attr *a, bool ascii, uint16_t *key,
+    uint16_t *str, uint16_t *any, uint16_t *kv)
 {
+    size_t k, v = 0, n;
+
+    k = sp_text_size(a->key, a->key_len, SP_SPAN_STRING_MAX, ascii);
     switch (a->type) {
     case SP_VALUE_STRING:
-        return sp_field_size(sp_text_size(a->str, a->str_len,
-                                          SP_SPAN_STRING_MAX, ascii));
+        v = sp_text_size(a->str, a->str_len, SP_SPAN_STRING_MAX, ascii);
+        n = sp_field_size(v);
+        break;
     case SP_VALUE_BOOL:
-        return 2;
+        n = 2;
+        break;
     default:
-        return 1 + sp_varint_size((uint64_t)a->integer);
+        n = 1 + sp_varint_size((uint64_t)a->integer);
+        break;
     }
-}
-
-/* The KeyValue message's body, given its AnyValue's. */
-static size_t
-sp_kv_size(const sp_span_attr *a, size_t any, bool ascii)
-{
-    return sp_field_size(sp_text_size(a->key, a->key_len, SP_SPAN_STRING_MAX,
-                                      ascii))
-           + sp_field_size(any);
+    *key = (uint16_t)k;
+    *str = (uint16_t)v;
+    *any = (uint16_t)n;
+    *kv = (uint16_t)(sp_field_size(k) + sp_field_size(n));
 }
 
 static bool
@@ -427,28 +433,62 @@ sp_span_measure(const sp_span_record *s, const sp_span_attr *attrs,
     uint16_t attr_count, sp_span_layout *out)
 {
     uint64_t high;
-    size_t   size, any;
-    uint16_t i;
+    uint16_t i, key, str, any, kv;
+    size_t   size, attr_size, ts_len = sp_tracestate_len(s);
     bool     ascii;
 
-    /* Nearly every span is ASCII throughout: one pass over its strings
-     * saves a UTF-8 check of each when it is written. */
+    /*
+     * Nearly every span is ASCII throughout: one pass over its strings
+     * gives the sizes and tells that none of them needs a UTF-8 check;
+     * only a span with a byte over 0x7F has its sizes computed again.
+     */
+    ascii = true;
     high = sp_high_bits(s->name, sp_cut(s->name, s->name_len,
                                         SP_SPAN_STRING_MAX))
-           | sp_high_bits(s->tracestate, sp_tracestate_len(s));
+           | sp_high_bits(s->tracestate, ts_len);
+    attr_size = 0;
     for (i = 0; i < attr_count; i++) {
-        high |= sp_high_bits(attrs[i].key, sp_attr_key_len(&attrs[i]))
-                | sp_high_bits(attrs[i].str, sp_attr_str_len(&attrs[i]));
-    }
-    ascii = high == 0;
+        const sp_span_attr *a = &attrs[i];
 
-    size = 2 + 16 + 2 + 8 + 9 + 9 + 6
-           + sp_field_size(sp_text_size(s->name, s->name_len,
-                                        SP_SPAN_STRING_MAX, ascii));
-    if (sp_tracestate_len(s) > 0) {
-        size += sp_field_size(sp_text_size(s->tracestate,
-                                           sp_tracestate_len(s),
-                                           SP_TRACESTATE_MAX_LEN, ascii));
+        high |= sp_high_bits(a->key, sp_cut(a->key, a->key_len,
+                                            SP_SPAN_STRING_MAX));
+        if (a->type == SP_VALUE_STRING) {
+            high |= sp_high_bits(a->str, sp_cut(a->str, a->str_len,
+                                                SP_SPAN_STRING_MAX));
+        }
+        sp_attr_sizes(a, true, &key, &str, &any, &kv);
+        if (i < SP_SPAN_LAYOUT_ATTRS) {
+            out->key_len[i] = key;
+            out->str_len[i] = str;
+            out->any_len[i] = any;
+            out->kv_len[i] = kv;
+        }
+        attr_size += sp_field_size(kv);
+    }
+    if (high != 0) {
+        ascii = false;
+        attr_size = 0;
+        for (i = 0; i < attr_count; i++) {
+            sp_attr_sizes(&attrs[i], false, &key, &str, &any, &kv);
+            if (i < SP_SPAN_LAYOUT_ATTRS) {
+                out->key_len[i] = key;
+                out->str_len[i] = str;
+                out->any_len[i] = any;
+                out->kv_len[i] = kv;
+            }
+            attr_size += sp_field_size(kv);
+        }
+    }
+    out->ascii = ascii;
+
+    out->name_len = sp_text_size(s->name, s->name_len, SP_SPAN_STRING_MAX,
+                                 ascii);
+    out->tracestate_len = sp_text_size(s->tracestate, ts_len,
+                                       SP_TRACESTATE_MAX_LEN, ascii);
+    size = 2 + 16 + 2 + 8 + 9 + 9 + 6 + sp_field_size(out->name_len)
+           + attr_size;
+    if (ts_len > 0) {
+        size += sp_field_size(out->tracestate_len);
     }
     if (sp_span_has_parent(s)) {
         size += 2 + 8;
@@ -456,34 +496,28 @@ sp_span_measure(const sp_span_record *s, const sp_span_attr *attrs,
     if (s->kind != 0) {
         size += 1 + sp_varint_size(s->kind);
     }
-    for (i = 0; i < attr_count; i++) {
-        any = sp_any_size(&attrs[i], ascii);
-        size += sp_field_size(sp_kv_size(&attrs[i], any, ascii));
-    }
     if (s->status_code != SP_STATUS_UNSET) {
         size += 2 + 1 + sp_varint_size(s->status_code);
     }
-    out->ascii = ascii;
     out->span_len = size;
     out->size = SP_SPAN_HEAD + size;
     return out->size;
 }
 
-static unsigned char *
-sp_put_attr(unsigned char *p, const sp_span_attr *a, bool ascii)
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_attr(unsigned char *p, const sp_span_attr *a, bool ascii,
+    uint16_t key, uint16_t str, uint16_t any, uint16_t kv)
 {
-    size_t any = sp_any_size(a, ascii);
-
     *p++ = SP_TAG_SPAN_ATTR;
-    p = sp_put_varint(p, sp_kv_size(a, any, ascii));
+    p = sp_put_varint(p, kv);
     p = sp_put_text(p, SP_TAG_KV_KEY, a->key, a->key_len,
-                    SP_SPAN_STRING_MAX, ascii);
+                    SP_SPAN_STRING_MAX, key, ascii);
     *p++ = SP_TAG_KV_VALUE;
     p = sp_put_varint(p, any);
     switch (a->type) {
     case SP_VALUE_STRING:
         return sp_put_text(p, SP_TAG_ANY_STRING, a->str, a->str_len,
-                           SP_SPAN_STRING_MAX, ascii);
+                           SP_SPAN_STRING_MAX, str, ascii);
     case SP_VALUE_BOOL:
         *p++ = SP_TAG_ANY_BOOL;
         *p++ = a->integer != 0 ? 1 : 0;
@@ -500,7 +534,7 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
 {
     unsigned char *p = dst;
     uint32_t       flags;
-    uint16_t       i;
+    uint16_t       i, key, str, any, kv;
     bool           ascii = layout->ascii, has_parent = sp_span_has_parent(s);
 
     sp_put32(p, 0, s->pid);
@@ -516,7 +550,8 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
     p += 8;
     if (sp_tracestate_len(s) > 0) {
         p = sp_put_text(p, SP_TAG_SPAN_TRACE_STATE, s->tracestate,
-                        sp_tracestate_len(s), SP_TRACESTATE_MAX_LEN, ascii);
+                        sp_tracestate_len(s), SP_TRACESTATE_MAX_LEN,
+                        layout->tracestate_len, ascii);
     }
     if (has_parent) {
         *p++ = SP_TAG_SPAN_PARENT;
@@ -525,7 +560,7 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
         p += 8;
     }
     p = sp_put_text(p, SP_TAG_SPAN_NAME, s->name, s->name_len,
-                    SP_SPAN_STRING_MAX, ascii);
+                    SP_SPAN_STRING_MAX, layout->name_len, ascii);
     if (s->kind != 0) {
         *p++ = SP_TAG_SPAN_KIND;
         p = sp_put_varint(p, s->kind);
@@ -537,7 +572,14 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
     sp_put64(p, 0, s->end_ns);
     p += 8;
     for (i = 0; i < attr_count; i++) {
-        p = sp_put_attr(p, &attrs[i], ascii);
+        if (i < SP_SPAN_LAYOUT_ATTRS) {
+            p = sp_put_attr(p, &attrs[i], ascii, layout->key_len[i],
+                            layout->str_len[i], layout->any_len[i],
+                            layout->kv_len[i]);
+        } else {
+            sp_attr_sizes(&attrs[i], ascii, &key, &str, &any, &kv);
+            p = sp_put_attr(p, &attrs[i], ascii, key, str, any, kv);
+        }
     }
     if (s->status_code != SP_STATUS_UNSET) {
         *p++ = SP_TAG_SPAN_STATUS;
