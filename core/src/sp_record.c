@@ -637,7 +637,7 @@ sp_get_varint(const unsigned char *p, size_t n, size_t *i, uint64_t *v)
 
 /* A length-delimited field at p[*i..n) whose tag is `tag`: its body's
  * offset and length, *i moved past it. */
-static bool
+static inline bool
 sp_get_field(const unsigned char *p, size_t n, size_t *i, uint8_t tag,
     size_t *off, size_t *len)
 {
@@ -647,7 +647,12 @@ sp_get_field(const unsigned char *p, size_t n, size_t *i, uint8_t tag,
         return false;
     }
     (*i)++;
-    if (!sp_get_varint(p, n, i, &v) || v > n - *i) {
+    if (*i < n && p[*i] < 0x80) {
+        v = p[(*i)++];      /* most lengths: one byte */
+    } else if (!sp_get_varint(p, n, i, &v)) {
+        return false;
+    }
+    if (v > n - *i) {
         return false;
     }
     *off = *i;
