@@ -40,6 +40,8 @@
 typedef struct {
     sp_config        *config;
     sp_entry_policy   policy;
+    ngx_uint_t        mask;         /* NGX_HTTP_SPANPROF_* the configured
+                                       propagators own */
     ngx_flag_t        enabled;
     ngx_flag_t        profiling;
 } ngx_http_spanprof_main_conf_t;
@@ -76,6 +78,24 @@ static ngx_str_t  ngx_http_spanprof_headers[] = {
     ngx_string("tracestate"),
     ngx_string("baggage")
 };
+
+/* ngx_hash_key() of each name, computed once at configuration: a pushed
+ * header needs it, and it was ~90 instructions a request. */
+static ngx_uint_t  ngx_http_spanprof_hashes[3];
+
+
+/*
+ * Where the trace headers are in a request's header list, from one walk
+ * over it: reading them and putting ours in their place then need no
+ * other walk unless a header is repeated or must go.
+ */
+typedef struct {
+    ngx_table_elt_t  *first[NGX_HTTP_SPANPROF_BAGGAGE + 1]; /* by bit */
+    ngx_uint_t        order[3];     /* bits, in the list's order */
+    ngx_uint_t        n;            /* of order */
+    ngx_uint_t        seen;         /* bits */
+    ngx_uint_t        repeated;     /* bits */
+} ngx_http_spanprof_found_t;
 
 
 static sp_shm                      ngx_http_spanprof_shm = { -1, NULL, 0 };
@@ -124,14 +144,18 @@ static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
-static ngx_table_elt_t *ngx_http_spanprof_next_header(
+static ngx_inline ngx_table_elt_t *ngx_http_spanprof_next_header(
     ngx_list_part_t **part, ngx_uint_t *i);
+static void ngx_http_spanprof_find(ngx_list_t *headers,
+    ngx_http_spanprof_found_t *f);
 static void ngx_http_spanprof_read_headers(ngx_http_request_t *r,
-    sp_entry_headers *in);
-static ngx_uint_t ngx_http_spanprof_header_bit(ngx_table_elt_t *h);
-static ngx_uint_t ngx_http_spanprof_mask(ngx_http_spanprof_main_conf_t *smcf);
+    ngx_http_spanprof_found_t *f, sp_entry_headers *in);
+static void ngx_http_spanprof_join(ngx_http_request_t *r,
+    ngx_http_spanprof_found_t *f, sp_entry_headers *in);
+static ngx_inline ngx_uint_t ngx_http_spanprof_header_bit(ngx_table_elt_t *h);
 static ngx_int_t ngx_http_spanprof_inject(ngx_http_request_t *r,
-    ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask);
+    ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask,
+    ngx_http_spanprof_found_t *f);
 static ngx_int_t ngx_http_spanprof_restore(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask);
 static ngx_int_t ngx_http_spanprof_rebuild(ngx_http_request_t *r,
@@ -381,6 +405,18 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
                        ngx_http_spanprof_warn, cf->log);
 
     sp_entry_policy_from_config(smcf->config, &smcf->policy);
+
+    smcf->mask = 0;
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
+        smcf->mask |= NGX_HTTP_SPANPROF_TRACEPARENT
+                      |NGX_HTTP_SPANPROF_TRACESTATE;
+    }
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_BAGGAGE) {
+        smcf->mask |= NGX_HTTP_SPANPROF_BAGGAGE;
+    }
+
     smcf->enabled = sp_config_flag(smcf->config, SP_SETTING_ENABLED);
     smcf->profiling = smcf->enabled
         && (sp_config_flag(smcf->config, SP_SETTING_SNAPSHOT_PROFILER_ENABLED)
@@ -703,6 +739,7 @@ ngx_http_spanprof_variable(ngx_http_request_t *r,
 static ngx_int_t
 ngx_http_spanprof_init(ngx_conf_t *cf)
 {
+    ngx_uint_t                      i;
     ngx_http_handler_pt            *h;
     ngx_http_core_main_conf_t      *cmcf;
     ngx_http_spanprof_main_conf_t  *smcf;
@@ -711,6 +748,12 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
 
     if (!smcf->enabled) {
         return NGX_OK;
+    }
+
+    for (i = 0; i < 3; i++) {
+        ngx_http_spanprof_hashes[i] = ngx_hash_key(
+                                          ngx_http_spanprof_headers[i].data,
+                                          ngx_http_spanprof_headers[i].len);
     }
 
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
@@ -1051,11 +1094,15 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     sp_entry_headers                in;
     ngx_pool_cleanup_t             *cln;
     ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_found_t       found;
     ngx_http_spanprof_loc_conf_t   *slcf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
+    /* No walk over the pool's cleanups for the context, as
+     * ngx_http_spanprof_get_ctx() does: only an internal redirect loses
+     * it, and a redirect never comes back to POST_READ. */
     if (r != r->main || ngx_http_spanprof_ring == NULL
-        || ngx_http_spanprof_get_ctx(r) != NULL)
+        || ngx_http_get_module_ctx(r, ngx_http_spanprof_module) != NULL)
     {
         return NGX_DECLINED;
     }
@@ -1066,7 +1113,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
      * ends in may still turn it on or off. */
     slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
 
-    ngx_http_spanprof_read_headers(r, &in);
+    ngx_http_spanprof_read_headers(r, &found, &in);
 
     cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_spanprof_ctx_t));
     if (cln == NULL) {
@@ -1112,8 +1159,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
      * entry span as their parent.
      */
     if (!ctx->off && slcf->propagate) {
-        (void) ngx_http_spanprof_inject(r, ctx,
-                                        ngx_http_spanprof_mask(smcf));
+        (void) ngx_http_spanprof_inject(r, ctx, smcf->mask, &found);
     }
 
     /* From here this request's work is sampled. */
@@ -1125,7 +1171,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
 
 /* The next element of a header list, or NULL after the last; start with
  * *part at the list's first part and *i at 0. */
-static ngx_table_elt_t *
+static ngx_inline ngx_table_elt_t *
 ngx_http_spanprof_next_header(ngx_list_part_t **part, ngx_uint_t *i)
 {
     ngx_table_elt_t  *h;
@@ -1145,11 +1191,94 @@ ngx_http_spanprof_next_header(ngx_list_part_t **part, ngx_uint_t *i)
 
 
 /*
+ * One walk over the list (each walk cost ~100 instructions a request, and
+ * there were three): the first header of each of our names, and which
+ * names came more than once.
+ */
+static void
+ngx_http_spanprof_find(ngx_list_t *headers, ngx_http_spanprof_found_t *f)
+{
+    ngx_uint_t        i, bit;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    f->first[NGX_HTTP_SPANPROF_TRACEPARENT] = NULL;
+    f->first[NGX_HTTP_SPANPROF_TRACESTATE] = NULL;
+    f->first[NGX_HTTP_SPANPROF_BAGGAGE] = NULL;
+    f->n = 0;
+    f->seen = 0;
+    f->repeated = 0;
+
+    part = &headers->part;
+    i = 0;
+
+    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
+        bit = ngx_http_spanprof_header_bit(h);
+        if (bit == 0) {
+            continue;
+        }
+
+        if (f->seen & bit) {
+            f->repeated |= bit;
+            continue;
+        }
+
+        f->seen |= bit;
+        f->first[bit] = h;
+        f->order[f->n++] = bit;
+    }
+}
+
+
+/*
  * The first traceparent; tracestate and baggage are list headers, so
  * repeated ones are joined with "," as one value (W3C says so for both).
  */
 static void
-ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
+ngx_http_spanprof_read_headers(ngx_http_request_t *r,
+    ngx_http_spanprof_found_t *f, sp_entry_headers *in)
+{
+    ngx_table_elt_t  *h;
+
+    ngx_memzero(in, sizeof(sp_entry_headers));
+
+    ngx_http_spanprof_find(&r->headers_in.headers, f);
+
+    if (f->seen == 0) {
+        return;
+    }
+
+    h = f->first[NGX_HTTP_SPANPROF_TRACEPARENT];
+    if (h != NULL) {
+        in->traceparent = (char *) h->value.data;
+        in->traceparent_len = h->value.len;
+    }
+
+    h = f->first[NGX_HTTP_SPANPROF_TRACESTATE];
+    if (h != NULL) {
+        in->tracestate = (char *) h->value.data;
+        in->tracestate_len = h->value.len;
+    }
+
+    h = f->first[NGX_HTTP_SPANPROF_BAGGAGE];
+    if (h != NULL) {
+        in->baggage = (char *) h->value.data;
+        in->baggage_len = h->value.len;
+    }
+
+    if (f->repeated
+        & (NGX_HTTP_SPANPROF_TRACESTATE|NGX_HTTP_SPANPROF_BAGGAGE))
+    {
+        ngx_http_spanprof_join(r, f, in);
+    }
+}
+
+
+/* The repeated tracestate or baggage headers after the first, appended to
+ * its value in the list's order. */
+static void
+ngx_http_spanprof_join(ngx_http_request_t *r, ngx_http_spanprof_found_t *f,
+    sp_entry_headers *in)
 {
     u_char           *p;
     size_t           *len;
@@ -1158,20 +1287,11 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
 
-    ngx_memzero(in, sizeof(sp_entry_headers));
     part = &r->headers_in.headers.part;
     i = 0;
 
     while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
         bit = ngx_http_spanprof_header_bit(h);
-
-        if (bit == NGX_HTTP_SPANPROF_TRACEPARENT) {
-            if (in->traceparent == NULL) {
-                in->traceparent = (char *) h->value.data;
-                in->traceparent_len = h->value.len;
-            }
-            continue;
-        }
 
         if (bit == NGX_HTTP_SPANPROF_TRACESTATE) {
             value = &in->tracestate;
@@ -1185,9 +1305,7 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
             continue;
         }
 
-        if (*value == NULL) {
-            *value = (char *) h->value.data;
-            *len = h->value.len;
+        if (h == f->first[bit]) {
             continue;
         }
 
@@ -1208,11 +1326,9 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
 /*
  * 0 for a header that is not ours, else its NGX_HTTP_SPANPROF_* bit. Our
  * three names differ in length, so the length picks the one name to
- * compare, and its first letter turns most others away without a call:
- * every header of a traced request comes here up to three times
- * (callgrind: ~500 instructions a request looping over the names).
+ * compare, and its first letter turns most others away without a call.
  */
-static ngx_uint_t
+static ngx_inline ngx_uint_t
 ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 {
     ngx_uint_t  i;
@@ -1246,26 +1362,6 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 }
 
 
-/* The headers the configured propagators own. */
-static ngx_uint_t
-ngx_http_spanprof_mask(ngx_http_spanprof_main_conf_t *smcf)
-{
-    ngx_uint_t  mask;
-
-    mask = 0;
-
-    if (smcf->policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
-        mask |= NGX_HTTP_SPANPROF_TRACEPARENT|NGX_HTTP_SPANPROF_TRACESTATE;
-    }
-
-    if (smcf->policy.propagators & SP_PROPAGATOR_BAGGAGE) {
-        mask |= NGX_HTTP_SPANPROF_BAGGAGE;
-    }
-
-    return mask;
-}
-
-
 /* The final location decides: one that is off, or does not propagate,
  * gets the received headers back; one that does gets ours. */
 static ngx_int_t
@@ -1273,6 +1369,7 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
 {
     ngx_uint_t                      propagate;
     ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_found_t       found;
     ngx_http_spanprof_loc_conf_t   *slcf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
@@ -1298,12 +1395,12 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
     propagate = slcf->enable && slcf->propagate;
 
     if (propagate && !ctx->injected) {
-        (void) ngx_http_spanprof_inject(r, ctx,
-                                        ngx_http_spanprof_mask(smcf));
+        ngx_http_spanprof_find(&r->headers_in.headers, &found);
+        (void) ngx_http_spanprof_inject(r, ctx, smcf->mask, &found);
 
     } else if (!propagate && ctx->injected) {
         (void) ngx_http_spanprof_restore(r, ctx,
-                                         ngx_http_spanprof_mask(smcf));
+                                         smcf->mask);
     }
 
     return NGX_DECLINED;
@@ -1313,24 +1410,22 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
 /*
  * Our traceparent, tracestate and baggage in r->headers_in, which proxy,
  * fastcgi, uwsgi and grpc copy upstream, and so do subrequests made
- * later. Usually each received header is replaced in place or ours is
- * added; a repeated one, or one to drop (a tracestate that came with an
- * invalid traceparent), takes a copy of the list without them. What was
- * received is kept for ngx_http_spanprof_restore.
+ * later. Usually each received header (f: where they are now) is replaced
+ * in place or ours is added; a repeated one, or one to drop (a tracestate
+ * that came with an invalid traceparent), takes a copy of the list
+ * without them. What was received is kept for ngx_http_spanprof_restore.
  */
 static ngx_int_t
 ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
-    ngx_uint_t mask)
+    ngx_uint_t mask, ngx_http_spanprof_found_t *f)
 {
     ngx_str_t         value[NGX_HTTP_SPANPROF_BAGGAGE + 1]; /* by bit */
-    ngx_uint_t        i, bit, seen, empty;
-    ngx_list_part_t  *part;
+    ngx_uint_t        i, bit, ours, empty;
     ngx_table_elt_t  *h, *o;
 
     value[NGX_HTTP_SPANPROF_TRACEPARENT].data =
         (u_char *) ctx->entry.traceparent;
-    value[NGX_HTTP_SPANPROF_TRACEPARENT].len =
-        ngx_strlen(ctx->entry.traceparent);
+    value[NGX_HTTP_SPANPROF_TRACEPARENT].len = SP_TRACEPARENT_LEN;
     value[NGX_HTTP_SPANPROF_TRACESTATE] = ctx->tracestate;
     value[NGX_HTTP_SPANPROF_BAGGAGE] = ctx->baggage;
 
@@ -1344,7 +1439,10 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
 
     ctx->injected = 1;
 
-    if (ctx->orig == NULL) {
+    /* The received headers ours replace; most requests have none. */
+    ours = f->seen & mask;
+
+    if (ours && ctx->orig == NULL) {
         ctx->orig = ngx_array_create(r->pool, 2, sizeof(ngx_table_elt_t));
         if (ctx->orig == NULL) {
             return NGX_ERROR;
@@ -1352,32 +1450,20 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     }
 
     /* In place, unless a header is repeated or must go. */
-    seen = 0;
-    part = &r->headers_in.headers.part;
-    i = 0;
-
-    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
-        bit = ngx_http_spanprof_header_bit(h) & mask;
-
-        if (bit & (seen | empty)) {
-            if (ngx_http_spanprof_rebuild(r, mask, ctx->orig) != NGX_OK) {
-                return NGX_ERROR;
-            }
-            seen = 0;
-            break;
+    if (ours & (f->repeated | empty)) {
+        if (ngx_http_spanprof_rebuild(r, mask, ctx->orig) != NGX_OK) {
+            return NGX_ERROR;
         }
-
-        seen |= bit;
+        ours = 0;
     }
 
-    part = &r->headers_in.headers.part;
-    i = 0;
-
-    while (seen && (h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
-        bit = ngx_http_spanprof_header_bit(h) & mask;
-        if (bit == 0) {
+    for (i = 0; i < f->n; i++) {
+        bit = f->order[i];
+        if (!(ours & bit)) {
             continue;
         }
+
+        h = f->first[bit];
 
         o = ngx_array_push(ctx->orig);
         if (o == NULL) {
@@ -1391,7 +1477,7 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     for (i = 0; i < 3; i++) {
         bit = (ngx_uint_t) 1 << i;
 
-        if ((mask & bit) && !(seen & bit) && !(empty & bit)) {
+        if ((mask & bit) && !(ours & bit) && !(empty & bit)) {
             if (ngx_http_spanprof_push(r, i, &value[bit]) != NGX_OK) {
                 return NGX_ERROR;
             }
@@ -1414,6 +1500,10 @@ ngx_http_spanprof_restore(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
 
     if (ngx_http_spanprof_rebuild(r, mask, NULL) != NGX_OK) {
         return NGX_ERROR;
+    }
+
+    if (ctx->orig == NULL) {
+        return NGX_OK;
     }
 
     o = ctx->orig->elts;
@@ -1494,7 +1584,7 @@ ngx_http_spanprof_push(ngx_http_request_t *r, ngx_uint_t i, ngx_str_t *value)
 
     h->key = ngx_http_spanprof_headers[i];
     h->lowcase_key = ngx_http_spanprof_headers[i].data;
-    h->hash = ngx_hash_key(h->key.data, h->key.len);
+    h->hash = ngx_http_spanprof_hashes[i];
     h->value = *value;
 #if (nginx_version >= 1023000)
     h->next = NULL;
