@@ -710,7 +710,7 @@ ngx_http_spanprof_variable(ngx_http_request_t *r,
 
     case NGX_HTTP_SPANPROF_VAR_TRACEPARENT:
         p = (u_char *) ctx->entry.traceparent;
-        len = ngx_strlen(p);
+        len = SP_TRACEPARENT_LEN;
         break;
 
     case NGX_HTTP_SPANPROF_VAR_BAGGAGE:
@@ -1646,24 +1646,27 @@ ngx_http_spanprof_finish(void *data)
     h.query = (char *) ctx->args.data;
     h.query_len = ctx->args.len;
 
-#if (NGX_HTTP_SSL)
-    h.scheme = c->ssl ? "https" : "http";
-#else
     h.scheme = "http";
+    h.scheme_len = sizeof("http") - 1;
+#if (NGX_HTTP_SSL)
+    if (c->ssl) {
+        h.scheme = "https";
+        h.scheme_len = sizeof("https") - 1;
+    }
 #endif
-    h.scheme_len = ngx_strlen(h.scheme);
 
     if (r->headers_in.server.len > 0) {
         h.server_address = (char *) r->headers_in.server.data;
-        host_end = ngx_strlchr(r->headers_in.server.data,
-                               r->headers_in.server.data
-                               + r->headers_in.server.len, ':');
+        host_end = memchr(r->headers_in.server.data, ':',
+                          r->headers_in.server.len);
         h.server_address_len = host_end
             ? (size_t) (host_end - r->headers_in.server.data)
             : r->headers_in.server.len;
     }
 
-    if (ngx_connection_local_sockaddr(c, NULL, 0) == NGX_OK) {
+    /* The listening socket's address has the port even when it is a
+     * wildcard: no getsockname() for the local address itself. */
+    if (c->local_socklen > 0) {
         h.server_port = ngx_inet_get_port(c->local_sockaddr);
     }
 
@@ -1672,11 +1675,24 @@ ngx_http_spanprof_finish(void *data)
     h.peer_address = h.client_address;
     h.peer_address_len = h.client_address_len;
 
-    h.protocol_version = r->http_version == NGX_HTTP_VERSION_20 ? "2"
-                         : r->http_version == NGX_HTTP_VERSION_10 ? "1.0"
-                         : r->http_version == NGX_HTTP_VERSION_9 ? "0.9"
-                         : "1.1";
-    h.protocol_version_len = ngx_strlen(h.protocol_version);
+    h.protocol_version = "1.1";
+    h.protocol_version_len = 3;
+
+    switch (r->http_version) {
+
+    case NGX_HTTP_VERSION_20:
+        h.protocol_version = "2";
+        h.protocol_version_len = 1;
+        break;
+
+    case NGX_HTTP_VERSION_10:
+        h.protocol_version = "1.0";
+        break;
+
+    case NGX_HTTP_VERSION_9:
+        h.protocol_version = "0.9";
+        break;
+    }
 
     if (r->headers_in.user_agent != NULL) {
         h.user_agent = (char *) r->headers_in.user_agent->value.data;
