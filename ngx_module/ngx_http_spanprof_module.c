@@ -45,6 +45,9 @@ typedef struct {
                                        propagators own */
     ngx_flag_t        enabled;
     ngx_flag_t        profiling;
+    ngx_flag_t        locations_differ; /* a location's spanprof or
+                                           spanprof_propagate is not the
+                                           one around it */
 } ngx_http_spanprof_main_conf_t;
 
 
@@ -457,6 +460,7 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_spanprof_loc_conf_t *prev = parent;
     ngx_http_spanprof_loc_conf_t *conf = child;
 
+    ngx_http_core_srv_conf_t       *cscf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
     smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
@@ -465,6 +469,20 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->enable, prev->enable,
                          sp_config_flag(smcf->config, SP_SETTING_ENABLED));
     ngx_conf_merge_value(conf->propagate, prev->propagate, 1);
+
+    /*
+     * A location (not a server's own configuration, merged from http)
+     * that differs from the one around it: only then may the final
+     * location change what POST_READ did with the server's.
+     */
+    cscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module);
+
+    if (cscf->ctx->loc_conf[ngx_http_spanprof_module.ctx_index] != conf
+        && (conf->enable != prev->enable
+            || conf->propagate != prev->propagate))
+    {
+        smcf->locations_differ = 1;
+    }
 
     return NGX_CONF_OK;
 }
@@ -772,11 +790,17 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
     }
     *h = ngx_http_spanprof_post_read;
 
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
-    if (h == NULL) {
-        return NGX_ERROR;
+    /* Where every location is as its server, the PRECONTENT handler
+     * would find nothing to change: one phase handler less a request
+     * (~70 instructions, callgrind). */
+    if (smcf->locations_differ) {
+        h = ngx_array_push(
+                  &cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+        if (h == NULL) {
+            return NGX_ERROR;
+        }
+        *h = ngx_http_spanprof_precontent;
     }
-    *h = ngx_http_spanprof_precontent;
 
     ngx_http_next_header_filter = ngx_http_top_header_filter;
     ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
