@@ -802,11 +802,15 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
         *h = ngx_http_spanprof_precontent;
     }
 
-    ngx_http_next_header_filter = ngx_http_top_header_filter;
-    ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
+    /* The filters only tell the sampler whose work runs: none without
+     * a profiler. */
+    if (smcf->profiling) {
+        ngx_http_next_header_filter = ngx_http_top_header_filter;
+        ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
 
-    ngx_http_next_body_filter = ngx_http_top_body_filter;
-    ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
+        ngx_http_next_body_filter = ngx_http_top_body_filter;
+        ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
+    }
 
     return ngx_http_spanprof_add_exporter_path(cf, smcf);
 }
