@@ -41,13 +41,13 @@
 typedef struct {
     sp_config        *config;
     sp_entry_policy   policy;
-    ngx_uint_t        mask;         /* NGX_HTTP_SPANPROF_* the configured
-                                       propagators own */
+    ngx_uint_t        mask;              /* NGX_HTTP_SPANPROF_* the
+                                            configured propagators own */
     ngx_flag_t        enabled;
     ngx_flag_t        profiling;
-    ngx_flag_t        locations_differ; /* a location's spanprof or
-                                           spanprof_propagate is not the
-                                           one around it */
+    ngx_flag_t        locations_differ;  /* a location's spanprof or
+                                            spanprof_propagate is not the
+                                            one around it */
 } ngx_http_spanprof_main_conf_t;
 
 
