@@ -35,13 +35,19 @@
 #define NGX_HTTP_SPANPROF_SLOTS_SPARE  16
 #define NGX_HTTP_SPANPROF_RING_BYTES   (1024 * 1024)
 #define NGX_HTTP_SPANPROF_POLL         60000
+#define NGX_HTTP_SPANPROF_FREE_MAX     256
 
 
 typedef struct {
     sp_config        *config;
     sp_entry_policy   policy;
+    ngx_uint_t        mask;              /* NGX_HTTP_SPANPROF_* the
+                                            configured propagators own */
     ngx_flag_t        enabled;
     ngx_flag_t        profiling;
+    ngx_flag_t        locations_differ;  /* a location's spanprof or
+                                            spanprof_propagate is not the
+                                            one around it */
 } ngx_http_spanprof_main_conf_t;
 
 
@@ -51,19 +57,23 @@ typedef struct {
 } ngx_http_spanprof_loc_conf_t;
 
 
-typedef struct {
-    sp_entry             entry;
-    ngx_http_request_t  *request;       /* the main request */
-    ngx_str_t            uri;           /* as received */
-    ngx_str_t            args;
-    ngx_str_t            tracestate;    /* pool copies of what goes */
-    ngx_str_t            baggage;       /* upstream */
-    ngx_array_t         *orig;          /* the received trace headers our
-                                           values replaced, to put back */
-    unsigned             injected:1;
-    unsigned             off:1;         /* the location says off */
-    unsigned             finished:1;
-} ngx_http_spanprof_ctx_t;
+typedef struct ngx_http_spanprof_ctx_s  ngx_http_spanprof_ctx_t;
+
+struct ngx_http_spanprof_ctx_s {
+    sp_entry                  entry;
+    ngx_http_spanprof_ctx_t  *next;         /* in the free list */
+    ngx_http_request_t       *request;      /* the main request */
+    ngx_str_t                 uri;          /* as received */
+    ngx_str_t                 args;
+    ngx_str_t                 tracestate;   /* pool copies of what goes */
+    ngx_str_t                 baggage;      /* upstream */
+    ngx_array_t              *orig;         /* the received trace headers
+                                               our values replaced, to put
+                                               back */
+    unsigned                  injected:1;
+    unsigned                  off:1;        /* the location says off */
+    unsigned                  finished:1;
+};
 
 
 /* The request headers spanprof owns, as bits of a mask. */
@@ -77,6 +87,24 @@ static ngx_str_t  ngx_http_spanprof_headers[] = {
     ngx_string("baggage")
 };
 
+/* ngx_hash_key() of each name, computed once at configuration: a pushed
+ * header needs it, and it was ~90 instructions a request. */
+static ngx_uint_t  ngx_http_spanprof_hashes[3];
+
+
+/*
+ * Where the trace headers are in a request's header list, from one walk
+ * over it: reading them and putting ours in their place then need no
+ * other walk unless a header is repeated or must go.
+ */
+typedef struct {
+    ngx_table_elt_t  *first[NGX_HTTP_SPANPROF_BAGGAGE + 1]; /* by bit */
+    ngx_uint_t        order[3];     /* bits, in the list's order */
+    ngx_uint_t        n;            /* of order */
+    ngx_uint_t        seen;         /* bits */
+    ngx_uint_t        repeated;     /* bits */
+} ngx_http_spanprof_found_t;
+
 
 static sp_shm                      ngx_http_spanprof_shm = { -1, NULL, 0 };
 static ngx_uint_t                  ngx_http_spanprof_slots;
@@ -85,6 +113,8 @@ static sp_ring                    *ngx_http_spanprof_ring;
 static sp_sampler                 *ngx_http_spanprof_sampler;
 static sp_idgen                   *ngx_http_spanprof_ids;
 static ngx_http_spanprof_ctx_t    *ngx_http_spanprof_current;
+static ngx_http_spanprof_ctx_t    *ngx_http_spanprof_free;
+static ngx_uint_t                  ngx_http_spanprof_nfree;
 static ngx_http_phase_handler_pt  *ngx_http_spanprof_checkers;
 static ngx_http_phase_handler_t   *ngx_http_spanprof_phase_base;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
@@ -124,14 +154,18 @@ static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
-static ngx_table_elt_t *ngx_http_spanprof_next_header(
+static ngx_inline ngx_table_elt_t *ngx_http_spanprof_next_header(
     ngx_list_part_t **part, ngx_uint_t *i);
+static ngx_inline void ngx_http_spanprof_find(ngx_list_t *headers,
+    ngx_http_spanprof_found_t *f);
 static void ngx_http_spanprof_read_headers(ngx_http_request_t *r,
-    sp_entry_headers *in);
-static ngx_uint_t ngx_http_spanprof_header_bit(ngx_table_elt_t *h);
-static ngx_uint_t ngx_http_spanprof_mask(ngx_http_spanprof_main_conf_t *smcf);
+    ngx_http_spanprof_found_t *f, sp_entry_headers *in);
+static void ngx_http_spanprof_join(ngx_http_request_t *r,
+    ngx_http_spanprof_found_t *f, sp_entry_headers *in);
+static ngx_inline ngx_uint_t ngx_http_spanprof_header_bit(ngx_table_elt_t *h);
 static ngx_int_t ngx_http_spanprof_inject(ngx_http_request_t *r,
-    ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask);
+    ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask,
+    ngx_http_spanprof_found_t *f);
 static ngx_int_t ngx_http_spanprof_restore(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, ngx_uint_t mask);
 static ngx_int_t ngx_http_spanprof_rebuild(ngx_http_request_t *r,
@@ -139,6 +173,7 @@ static ngx_int_t ngx_http_spanprof_rebuild(ngx_http_request_t *r,
 static ngx_int_t ngx_http_spanprof_push(ngx_http_request_t *r,
     ngx_uint_t i, ngx_str_t *value);
 static void ngx_http_spanprof_finish(void *data);
+static void ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx);
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
@@ -381,6 +416,18 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
                        ngx_http_spanprof_warn, cf->log);
 
     sp_entry_policy_from_config(smcf->config, &smcf->policy);
+
+    smcf->mask = 0;
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
+        smcf->mask |= NGX_HTTP_SPANPROF_TRACEPARENT
+                      |NGX_HTTP_SPANPROF_TRACESTATE;
+    }
+
+    if (smcf->policy.propagators & SP_PROPAGATOR_BAGGAGE) {
+        smcf->mask |= NGX_HTTP_SPANPROF_BAGGAGE;
+    }
+
     smcf->enabled = sp_config_flag(smcf->config, SP_SETTING_ENABLED);
     smcf->profiling = smcf->enabled
         && (sp_config_flag(smcf->config, SP_SETTING_SNAPSHOT_PROFILER_ENABLED)
@@ -413,6 +460,7 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_spanprof_loc_conf_t *prev = parent;
     ngx_http_spanprof_loc_conf_t *conf = child;
 
+    ngx_http_core_srv_conf_t       *cscf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
     smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
@@ -421,6 +469,20 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->enable, prev->enable,
                          sp_config_flag(smcf->config, SP_SETTING_ENABLED));
     ngx_conf_merge_value(conf->propagate, prev->propagate, 1);
+
+    /*
+     * A location (not a server's own configuration, merged from http)
+     * that differs from the one around it: only then may the final
+     * location change what POST_READ did with the server's.
+     */
+    cscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module);
+
+    if (cscf->ctx->loc_conf[ngx_http_spanprof_module.ctx_index] != conf
+        && (conf->enable != prev->enable
+            || conf->propagate != prev->propagate))
+    {
+        smcf->locations_differ = 1;
+    }
 
     return NGX_CONF_OK;
 }
@@ -674,7 +736,7 @@ ngx_http_spanprof_variable(ngx_http_request_t *r,
 
     case NGX_HTTP_SPANPROF_VAR_TRACEPARENT:
         p = (u_char *) ctx->entry.traceparent;
-        len = ngx_strlen(p);
+        len = SP_TRACEPARENT_LEN;
         break;
 
     case NGX_HTTP_SPANPROF_VAR_BAGGAGE:
@@ -703,6 +765,7 @@ ngx_http_spanprof_variable(ngx_http_request_t *r,
 static ngx_int_t
 ngx_http_spanprof_init(ngx_conf_t *cf)
 {
+    ngx_uint_t                      i;
     ngx_http_handler_pt            *h;
     ngx_http_core_main_conf_t      *cmcf;
     ngx_http_spanprof_main_conf_t  *smcf;
@@ -713,6 +776,12 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
         return NGX_OK;
     }
 
+    for (i = 0; i < 3; i++) {
+        ngx_http_spanprof_hashes[i] = ngx_hash_key(
+                                          ngx_http_spanprof_headers[i].data,
+                                          ngx_http_spanprof_headers[i].len);
+    }
+
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
 
     h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
@@ -721,17 +790,27 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
     }
     *h = ngx_http_spanprof_post_read;
 
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
-    if (h == NULL) {
-        return NGX_ERROR;
+    /* Where every location is as its server, the PRECONTENT handler
+     * would find nothing to change: one phase handler less a request
+     * (~70 instructions, callgrind). */
+    if (smcf->locations_differ) {
+        h = ngx_array_push(
+                  &cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+        if (h == NULL) {
+            return NGX_ERROR;
+        }
+        *h = ngx_http_spanprof_precontent;
     }
-    *h = ngx_http_spanprof_precontent;
 
-    ngx_http_next_header_filter = ngx_http_top_header_filter;
-    ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
+    /* The filters only tell the sampler whose work runs: none without
+     * a profiler. */
+    if (smcf->profiling) {
+        ngx_http_next_header_filter = ngx_http_top_header_filter;
+        ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
 
-    ngx_http_next_body_filter = ngx_http_top_body_filter;
-    ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
+        ngx_http_next_body_filter = ngx_http_top_body_filter;
+        ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
+    }
 
     return ngx_http_spanprof_add_exporter_path(cf, smcf);
 }
@@ -1051,11 +1130,15 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     sp_entry_headers                in;
     ngx_pool_cleanup_t             *cln;
     ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_found_t       found;
     ngx_http_spanprof_loc_conf_t   *slcf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
+    /* No walk over the pool's cleanups for the context, as
+     * ngx_http_spanprof_get_ctx() does: only an internal redirect loses
+     * it, and a redirect never comes back to POST_READ. */
     if (r != r->main || ngx_http_spanprof_ring == NULL
-        || ngx_http_spanprof_get_ctx(r) != NULL)
+        || ngx_http_get_module_ctx(r, ngx_http_spanprof_module) != NULL)
     {
         return NGX_DECLINED;
     }
@@ -1066,19 +1149,41 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
      * ends in may still turn it on or off. */
     slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
 
-    ngx_http_spanprof_read_headers(r, &in);
+    ngx_http_spanprof_read_headers(r, &found, &in);
 
-    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_spanprof_ctx_t));
+    cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
         return NGX_DECLINED;
     }
 
-    ctx = cln->data;
-    ngx_memzero(ctx, sizeof(ngx_http_spanprof_ctx_t));
+    /*
+     * Not from the request's pool: its ~250 bytes there filled the pool's
+     * first block sooner, and nginx's later allocations then looked
+     * through more blocks (~70 instructions a request, callgrind).
+     */
+    ctx = ngx_http_spanprof_free;
+
+    if (ctx != NULL) {
+        ngx_http_spanprof_free = ctx->next;
+        ngx_http_spanprof_nfree--;
+
+    } else {
+        ctx = ngx_alloc(sizeof(ngx_http_spanprof_ctx_t), r->connection->log);
+        if (ctx == NULL) {
+            return NGX_DECLINED;
+        }
+    }
+
+    cln->data = ctx;
 
     sp_entry_begin(&smcf->policy, ngx_http_spanprof_ids, &in,
                    ngx_http_spanprof_scratch,
                    sizeof(ngx_http_spanprof_scratch), &ctx->entry);
+
+    /* Every field is set here (sp_entry_begin() sets all of ctx->entry):
+     * zeroing the whole context first cost ~30 instructions. */
+    ngx_str_null(&ctx->tracestate);
+    ngx_str_null(&ctx->baggage);
 
     /* The scratch is the worker's: keep what goes upstream in the pool. */
     if (ctx->entry.tracestate != NULL) {
@@ -1098,10 +1203,14 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     ctx->entry.baggage = (char *) ctx->baggage.data;
     ctx->entry.baggage_len = ctx->baggage.len;
 
+    ctx->next = NULL;
     ctx->request = r;
     ctx->uri = r->uri;
     ctx->args = r->args;
+    ctx->orig = NULL;
+    ctx->injected = 0;
     ctx->off = !slcf->enable;
+    ctx->finished = 0;
 
     cln->handler = ngx_http_spanprof_finish;
     ngx_http_set_ctx(r, ctx, ngx_http_spanprof_module);
@@ -1112,8 +1221,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
      * entry span as their parent.
      */
     if (!ctx->off && slcf->propagate) {
-        (void) ngx_http_spanprof_inject(r, ctx,
-                                        ngx_http_spanprof_mask(smcf));
+        (void) ngx_http_spanprof_inject(r, ctx, smcf->mask, &found);
     }
 
     /* From here this request's work is sampled. */
@@ -1125,7 +1233,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
 
 /* The next element of a header list, or NULL after the last; start with
  * *part at the list's first part and *i at 0. */
-static ngx_table_elt_t *
+static ngx_inline ngx_table_elt_t *
 ngx_http_spanprof_next_header(ngx_list_part_t **part, ngx_uint_t *i)
 {
     ngx_table_elt_t  *h;
@@ -1145,11 +1253,94 @@ ngx_http_spanprof_next_header(ngx_list_part_t **part, ngx_uint_t *i)
 
 
 /*
+ * One walk over the list (each walk cost ~100 instructions a request, and
+ * there were three): the first header of each of our names, and which
+ * names came more than once.
+ */
+static ngx_inline void
+ngx_http_spanprof_find(ngx_list_t *headers, ngx_http_spanprof_found_t *f)
+{
+    ngx_uint_t        i, bit;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    f->first[NGX_HTTP_SPANPROF_TRACEPARENT] = NULL;
+    f->first[NGX_HTTP_SPANPROF_TRACESTATE] = NULL;
+    f->first[NGX_HTTP_SPANPROF_BAGGAGE] = NULL;
+    f->n = 0;
+    f->seen = 0;
+    f->repeated = 0;
+
+    part = &headers->part;
+    i = 0;
+
+    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
+        bit = ngx_http_spanprof_header_bit(h);
+        if (bit == 0) {
+            continue;
+        }
+
+        if (f->seen & bit) {
+            f->repeated |= bit;
+            continue;
+        }
+
+        f->seen |= bit;
+        f->first[bit] = h;
+        f->order[f->n++] = bit;
+    }
+}
+
+
+/*
  * The first traceparent; tracestate and baggage are list headers, so
  * repeated ones are joined with "," as one value (W3C says so for both).
  */
 static void
-ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
+ngx_http_spanprof_read_headers(ngx_http_request_t *r,
+    ngx_http_spanprof_found_t *f, sp_entry_headers *in)
+{
+    ngx_table_elt_t  *h;
+
+    ngx_memzero(in, sizeof(sp_entry_headers));
+
+    ngx_http_spanprof_find(&r->headers_in.headers, f);
+
+    if (f->seen == 0) {
+        return;
+    }
+
+    h = f->first[NGX_HTTP_SPANPROF_TRACEPARENT];
+    if (h != NULL) {
+        in->traceparent = (char *) h->value.data;
+        in->traceparent_len = h->value.len;
+    }
+
+    h = f->first[NGX_HTTP_SPANPROF_TRACESTATE];
+    if (h != NULL) {
+        in->tracestate = (char *) h->value.data;
+        in->tracestate_len = h->value.len;
+    }
+
+    h = f->first[NGX_HTTP_SPANPROF_BAGGAGE];
+    if (h != NULL) {
+        in->baggage = (char *) h->value.data;
+        in->baggage_len = h->value.len;
+    }
+
+    if (f->repeated
+        & (NGX_HTTP_SPANPROF_TRACESTATE|NGX_HTTP_SPANPROF_BAGGAGE))
+    {
+        ngx_http_spanprof_join(r, f, in);
+    }
+}
+
+
+/* The repeated tracestate or baggage headers after the first, appended to
+ * its value in the list's order. */
+static void
+ngx_http_spanprof_join(ngx_http_request_t *r, ngx_http_spanprof_found_t *f,
+    sp_entry_headers *in)
 {
     u_char           *p;
     size_t           *len;
@@ -1158,20 +1349,11 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
 
-    ngx_memzero(in, sizeof(sp_entry_headers));
     part = &r->headers_in.headers.part;
     i = 0;
 
     while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
         bit = ngx_http_spanprof_header_bit(h);
-
-        if (bit == NGX_HTTP_SPANPROF_TRACEPARENT) {
-            if (in->traceparent == NULL) {
-                in->traceparent = (char *) h->value.data;
-                in->traceparent_len = h->value.len;
-            }
-            continue;
-        }
 
         if (bit == NGX_HTTP_SPANPROF_TRACESTATE) {
             value = &in->tracestate;
@@ -1185,9 +1367,7 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
             continue;
         }
 
-        if (*value == NULL) {
-            *value = (char *) h->value.data;
-            *len = h->value.len;
+        if (h == f->first[bit]) {
             continue;
         }
 
@@ -1208,11 +1388,11 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r, sp_entry_headers *in)
 /*
  * 0 for a header that is not ours, else its NGX_HTTP_SPANPROF_* bit. Our
  * three names differ in length, so the length picks the one name to
- * compare, and its first letter turns most others away without a call:
- * every header of a traced request comes here up to three times
- * (callgrind: ~500 instructions a request looping over the names).
+ * compare, and its first letter turns most others away without a call
+ * (a letter and its capital differ only in 0x20; ngx_tolower() took ~14
+ * instructions for each User-Agent and Connection header).
  */
-static ngx_uint_t
+static ngx_inline ngx_uint_t
 ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 {
     ngx_uint_t  i;
@@ -1235,7 +1415,7 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
         return 0;
     }
 
-    if (ngx_tolower(h->key.data[0]) != ngx_http_spanprof_headers[i].data[0]
+    if ((h->key.data[0] | 0x20) != ngx_http_spanprof_headers[i].data[0]
         || ngx_strncasecmp(h->key.data, ngx_http_spanprof_headers[i].data,
                            h->key.len) != 0)
     {
@@ -1246,26 +1426,6 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 }
 
 
-/* The headers the configured propagators own. */
-static ngx_uint_t
-ngx_http_spanprof_mask(ngx_http_spanprof_main_conf_t *smcf)
-{
-    ngx_uint_t  mask;
-
-    mask = 0;
-
-    if (smcf->policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
-        mask |= NGX_HTTP_SPANPROF_TRACEPARENT|NGX_HTTP_SPANPROF_TRACESTATE;
-    }
-
-    if (smcf->policy.propagators & SP_PROPAGATOR_BAGGAGE) {
-        mask |= NGX_HTTP_SPANPROF_BAGGAGE;
-    }
-
-    return mask;
-}
-
-
 /* The final location decides: one that is off, or does not propagate,
  * gets the received headers back; one that does gets ours. */
 static ngx_int_t
@@ -1273,6 +1433,7 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
 {
     ngx_uint_t                      propagate;
     ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_found_t       found;
     ngx_http_spanprof_loc_conf_t   *slcf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
@@ -1298,12 +1459,12 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
     propagate = slcf->enable && slcf->propagate;
 
     if (propagate && !ctx->injected) {
-        (void) ngx_http_spanprof_inject(r, ctx,
-                                        ngx_http_spanprof_mask(smcf));
+        ngx_http_spanprof_find(&r->headers_in.headers, &found);
+        (void) ngx_http_spanprof_inject(r, ctx, smcf->mask, &found);
 
     } else if (!propagate && ctx->injected) {
         (void) ngx_http_spanprof_restore(r, ctx,
-                                         ngx_http_spanprof_mask(smcf));
+                                         smcf->mask);
     }
 
     return NGX_DECLINED;
@@ -1313,24 +1474,22 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
 /*
  * Our traceparent, tracestate and baggage in r->headers_in, which proxy,
  * fastcgi, uwsgi and grpc copy upstream, and so do subrequests made
- * later. Usually each received header is replaced in place or ours is
- * added; a repeated one, or one to drop (a tracestate that came with an
- * invalid traceparent), takes a copy of the list without them. What was
- * received is kept for ngx_http_spanprof_restore.
+ * later. Usually each received header (f: where they are now) is replaced
+ * in place or ours is added; a repeated one, or one to drop (a tracestate
+ * that came with an invalid traceparent), takes a copy of the list
+ * without them. What was received is kept for ngx_http_spanprof_restore.
  */
 static ngx_int_t
 ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
-    ngx_uint_t mask)
+    ngx_uint_t mask, ngx_http_spanprof_found_t *f)
 {
     ngx_str_t         value[NGX_HTTP_SPANPROF_BAGGAGE + 1]; /* by bit */
-    ngx_uint_t        i, bit, seen, empty;
-    ngx_list_part_t  *part;
+    ngx_uint_t        i, bit, ours, empty;
     ngx_table_elt_t  *h, *o;
 
     value[NGX_HTTP_SPANPROF_TRACEPARENT].data =
         (u_char *) ctx->entry.traceparent;
-    value[NGX_HTTP_SPANPROF_TRACEPARENT].len =
-        ngx_strlen(ctx->entry.traceparent);
+    value[NGX_HTTP_SPANPROF_TRACEPARENT].len = SP_TRACEPARENT_LEN;
     value[NGX_HTTP_SPANPROF_TRACESTATE] = ctx->tracestate;
     value[NGX_HTTP_SPANPROF_BAGGAGE] = ctx->baggage;
 
@@ -1344,7 +1503,10 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
 
     ctx->injected = 1;
 
-    if (ctx->orig == NULL) {
+    /* The received headers ours replace; most requests have none. */
+    ours = f->seen & mask;
+
+    if (ours && ctx->orig == NULL) {
         ctx->orig = ngx_array_create(r->pool, 2, sizeof(ngx_table_elt_t));
         if (ctx->orig == NULL) {
             return NGX_ERROR;
@@ -1352,32 +1514,20 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     }
 
     /* In place, unless a header is repeated or must go. */
-    seen = 0;
-    part = &r->headers_in.headers.part;
-    i = 0;
-
-    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
-        bit = ngx_http_spanprof_header_bit(h) & mask;
-
-        if (bit & (seen | empty)) {
-            if (ngx_http_spanprof_rebuild(r, mask, ctx->orig) != NGX_OK) {
-                return NGX_ERROR;
-            }
-            seen = 0;
-            break;
+    if (ours & (f->repeated | empty)) {
+        if (ngx_http_spanprof_rebuild(r, mask, ctx->orig) != NGX_OK) {
+            return NGX_ERROR;
         }
-
-        seen |= bit;
+        ours = 0;
     }
 
-    part = &r->headers_in.headers.part;
-    i = 0;
-
-    while (seen && (h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
-        bit = ngx_http_spanprof_header_bit(h) & mask;
-        if (bit == 0) {
+    for (i = 0; i < f->n; i++) {
+        bit = f->order[i];
+        if (!(ours & bit)) {
             continue;
         }
+
+        h = f->first[bit];
 
         o = ngx_array_push(ctx->orig);
         if (o == NULL) {
@@ -1391,7 +1541,7 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     for (i = 0; i < 3; i++) {
         bit = (ngx_uint_t) 1 << i;
 
-        if ((mask & bit) && !(seen & bit) && !(empty & bit)) {
+        if ((mask & bit) && !(ours & bit) && !(empty & bit)) {
             if (ngx_http_spanprof_push(r, i, &value[bit]) != NGX_OK) {
                 return NGX_ERROR;
             }
@@ -1414,6 +1564,10 @@ ngx_http_spanprof_restore(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
 
     if (ngx_http_spanprof_rebuild(r, mask, NULL) != NGX_OK) {
         return NGX_ERROR;
+    }
+
+    if (ctx->orig == NULL) {
+        return NGX_OK;
     }
 
     o = ctx->orig->elts;
@@ -1494,7 +1648,7 @@ ngx_http_spanprof_push(ngx_http_request_t *r, ngx_uint_t i, ngx_str_t *value)
 
     h->key = ngx_http_spanprof_headers[i];
     h->lowcase_key = ngx_http_spanprof_headers[i].data;
-    h->hash = ngx_hash_key(h->key.data, h->key.len);
+    h->hash = ngx_http_spanprof_hashes[i];
     h->value = *value;
 #if (nginx_version >= 1023000)
     h->next = NULL;
@@ -1510,14 +1664,6 @@ ngx_http_spanprof_finish(void *data)
 {
     ngx_http_spanprof_ctx_t *ctx = data;
 
-    u_char                        *host_end;
-    ngx_uint_t                     status;
-    sp_entry_http                  h;
-    ngx_connection_t              *c;
-    ngx_http_request_t            *r;
-    ngx_http_core_loc_conf_t      *clcf;
-    ngx_http_spanprof_loc_conf_t  *slcf;
-
     if (ctx->finished) {
         return;
     }
@@ -1526,6 +1672,32 @@ ngx_http_spanprof_finish(void *data)
     if (ngx_http_spanprof_current == ctx) {
         ngx_http_spanprof_switch(NULL);
     }
+
+    ngx_http_spanprof_record(ctx);
+
+    /* Nothing reaches the context once its pool is destroyed. */
+    if (ngx_http_spanprof_nfree < NGX_HTTP_SPANPROF_FREE_MAX) {
+        ctx->next = ngx_http_spanprof_free;
+        ngx_http_spanprof_free = ctx;
+        ngx_http_spanprof_nfree++;
+
+    } else {
+        ngx_free(ctx);
+    }
+}
+
+
+/* The span record of a request, into the worker's ring. */
+static void
+ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
+{
+    u_char                        *host_end;
+    ngx_uint_t                     status;
+    sp_entry_http                  h;
+    ngx_connection_t              *c;
+    ngx_http_request_t            *r;
+    ngx_http_core_loc_conf_t      *clcf;
+    ngx_http_spanprof_loc_conf_t  *slcf;
 
     r = ctx->request;
     c = r->connection;
@@ -1556,24 +1728,27 @@ ngx_http_spanprof_finish(void *data)
     h.query = (char *) ctx->args.data;
     h.query_len = ctx->args.len;
 
-#if (NGX_HTTP_SSL)
-    h.scheme = c->ssl ? "https" : "http";
-#else
     h.scheme = "http";
+    h.scheme_len = sizeof("http") - 1;
+#if (NGX_HTTP_SSL)
+    if (c->ssl) {
+        h.scheme = "https";
+        h.scheme_len = sizeof("https") - 1;
+    }
 #endif
-    h.scheme_len = ngx_strlen(h.scheme);
 
     if (r->headers_in.server.len > 0) {
         h.server_address = (char *) r->headers_in.server.data;
-        host_end = ngx_strlchr(r->headers_in.server.data,
-                               r->headers_in.server.data
-                               + r->headers_in.server.len, ':');
+        host_end = memchr(r->headers_in.server.data, ':',
+                          r->headers_in.server.len);
         h.server_address_len = host_end
             ? (size_t) (host_end - r->headers_in.server.data)
             : r->headers_in.server.len;
     }
 
-    if (ngx_connection_local_sockaddr(c, NULL, 0) == NGX_OK) {
+    /* The listening socket's address has the port even when it is a
+     * wildcard: no getsockname() for the local address itself. */
+    if (c->local_socklen > 0) {
         h.server_port = ngx_inet_get_port(c->local_sockaddr);
     }
 
@@ -1582,11 +1757,24 @@ ngx_http_spanprof_finish(void *data)
     h.peer_address = h.client_address;
     h.peer_address_len = h.client_address_len;
 
-    h.protocol_version = r->http_version == NGX_HTTP_VERSION_20 ? "2"
-                         : r->http_version == NGX_HTTP_VERSION_10 ? "1.0"
-                         : r->http_version == NGX_HTTP_VERSION_9 ? "0.9"
-                         : "1.1";
-    h.protocol_version_len = ngx_strlen(h.protocol_version);
+    h.protocol_version = "1.1";
+    h.protocol_version_len = 3;
+
+    switch (r->http_version) {
+
+    case NGX_HTTP_VERSION_20:
+        h.protocol_version = "2";
+        h.protocol_version_len = 1;
+        break;
+
+    case NGX_HTTP_VERSION_10:
+        h.protocol_version = "1.0";
+        break;
+
+    case NGX_HTTP_VERSION_9:
+        h.protocol_version = "0.9";
+        break;
+    }
 
     if (r->headers_in.user_agent != NULL) {
         h.user_agent = (char *) r->headers_in.user_agent->value.data;

@@ -240,6 +240,8 @@ my ($fail) = grep { ($_->{name} // '') eq 'GET /fail' } @$spans;
 is($fail && $fail->{status}{code}, 2, '5xx: span status Error');
 my ($h2span) = grep { attribute($_->{attributes}, 'network.protocol.version') eq '2' } @$spans;
 ok($h2span, 'HTTP/2: the span says protocol version 2');
+is($h2span && attribute($h2span->{attributes}, 'server.port'), $h2,
+   'HTTP/2: server.port');
 
 # Profiles: the heavy requests' samples carry their ids and show zlib and
 # nginx at work; no sample carries an unselected request's ids.

@@ -352,6 +352,9 @@ formats_version_00(void **state)
     ctx.trace_flags = SP_TRACE_FLAG_SAMPLED;
     sp_traceparent_format(&ctx, out);
     assert_string_equal(out + POS_FLAGS, "01");
+    ctx.trace_flags = 0xab;
+    sp_traceparent_format(&ctx, out);
+    assert_string_equal(out + POS_FLAGS, "ab");
 }
 
 static void
@@ -426,6 +429,38 @@ checks_ids_and_formats_hex(void **state)
     assert_string_equal(out, "000fa0ff");
     assert_int_equal(sp_hex_format(bytes, 0, out), 0);
     assert_string_equal(out, "");
+}
+
+/* Whole 8-byte chunks and the bytes after them, every byte value. */
+static void
+formats_every_byte_at_every_length(void **state)
+{
+    uint8_t bytes[256];
+    char out[2 * 256 + 2], want[2 * 256 + 1];
+    size_t i, n, start;
+
+    (void)state;
+    for (i = 0; i < 256; i++) {
+        bytes[i] = (uint8_t)(255 - i);
+    }
+    for (start = 0; start < 256; start += 37) {
+        for (n = 0; n <= 20 && start + n <= 256; n++) {
+            for (i = 0; i < n; i++) {
+                snprintf(want + 2 * i, 3, "%02x", bytes[start + i]);
+            }
+            want[2 * n] = '\0';
+            memset(out, 'X', sizeof(out));
+            assert_int_equal(sp_hex_format(bytes + start, n, out), 2 * n);
+            assert_string_equal(out, want);
+            assert_int_equal(out[2 * n + 1], 'X');
+        }
+    }
+    memset(out, 'X', sizeof(out));
+    sp_hex_format(bytes, 256, out);
+    for (i = 0; i < 256; i++) {
+        snprintf(want + 2 * i, 3, "%02x", bytes[i]);
+    }
+    assert_string_equal(out, want);
 }
 
 /* ---- tracestate */
@@ -860,6 +895,7 @@ main(void)
         cmocka_unit_test(round_trips_through_format),
         cmocka_unit_test(names_every_traceparent_result),
         cmocka_unit_test(checks_ids_and_formats_hex),
+        cmocka_unit_test(formats_every_byte_at_every_length),
         cmocka_unit_test(parses_members_in_order),
         cmocka_unit_test(accepts_empty_lists_and_members),
         cmocka_unit_test(allows_at_most_32_members),
