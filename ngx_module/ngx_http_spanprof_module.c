@@ -1691,7 +1691,6 @@ ngx_http_spanprof_finish(void *data)
 static void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
 {
-    u_char                        *host_end;
     ngx_uint_t                     status;
     sp_entry_http                  h;
     ngx_connection_t              *c;
@@ -1737,13 +1736,10 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     }
 #endif
 
+    /* nginx has taken the port off already */
     if (r->headers_in.server.len > 0) {
         h.server_address = (char *) r->headers_in.server.data;
-        host_end = memchr(r->headers_in.server.data, ':',
-                          r->headers_in.server.len);
-        h.server_address_len = host_end
-            ? (size_t) (host_end - r->headers_in.server.data)
-            : r->headers_in.server.len;
+        h.server_address_len = r->headers_in.server.len;
     }
 
     /* The listening socket's address has the port even when it is a

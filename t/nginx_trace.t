@@ -185,6 +185,7 @@ like($logged // '', qr/ 1 "00-$IN_TRACE-$vs-01" "user=alice,/,
      '$spanprof_snapshot, $spanprof_traceparent, $spanprof_baggage');
 
 curl("http://127.0.0.1:$port/fail");
+curl('-H', "'Host: [::1]:8080'", "http://127.0.0.1:$port/fail?ipv6");
 
 # --- profiles of CPU-heavy selected requests
 my @heavy;
@@ -238,6 +239,9 @@ ok(!(grep { $_->{traceId} eq $IN_TRACE && $_->{spanId} eq $us } @$spans),
    'the span under an unsampled parent is not exported');
 my ($fail) = grep { ($_->{name} // '') eq 'GET /fail' } @$spans;
 is($fail && $fail->{status}{code}, 2, '5xx: span status Error');
+my ($v6) = grep { (attribute($_->{attributes}, 'url.query') // '') eq 'ipv6' } @$spans;
+is($v6 && attribute($v6->{attributes}, 'server.address'), '::1',
+   'server.address: an IPv6 Host without port and brackets');
 my ($h2span) = grep { attribute($_->{attributes}, 'network.protocol.version') eq '2' } @$spans;
 ok($h2span, 'HTTP/2: the span says protocol version 2');
 is($h2span && attribute($h2span->{attributes}, 'server.port'), $h2,

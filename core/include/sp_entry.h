@@ -79,7 +79,8 @@ typedef struct sp_entry_http {
     const char *path;       size_t path_len;
     const char *query;      size_t query_len;
     const char *scheme;     size_t scheme_len;
-    const char *server_address; size_t server_address_len;
+    const char *server_address; size_t server_address_len; /* host, no
+                                       port; "[::1]" is written "::1" */
     int64_t     server_port;                    /* 0: left out */
     const char *client_address; size_t client_address_len;
     const char *peer_address;   size_t peer_address_len;

@@ -210,6 +210,8 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
     sp_span_layout layout;
     sp_ring_token  tok;
     char           name[SP_SPAN_STRING_MAX];
+    const char    *server;
+    size_t         server_len;
     uint16_t       n = 0;
     size_t         size;
     void          *dst;
@@ -222,6 +224,17 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
      * snprintf costs more than the rest of the record (bench/servers). */
     len = sp_span_name(name, sizeof(name), h);
 
+    /* A Host of an IPv6 literal: the address without its brackets, as
+     * semantic conventions write addresses. */
+    server = h->server_address;
+    server_len = h->server_address_len;
+    if (server != NULL && server_len > 2 && server[0] == '['
+        && server[server_len - 1] == ']')
+    {
+        server++;
+        server_len -= 2;
+    }
+
     sp_attr_string(attrs, &n, "http.request.method", h->method,
                    h->method_len);
     sp_attr_string(attrs, &n, "url.path", h->path, h->path_len);
@@ -232,8 +245,7 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
                     SP_VALUE_INT);
     }
     sp_attr_string(attrs, &n, "http.route", h->route, h->route_len);
-    sp_attr_string(attrs, &n, "server.address", h->server_address,
-                   h->server_address_len);
+    sp_attr_string(attrs, &n, "server.address", server, server_len);
     if (h->server_port > 0) {
         sp_attr_int(attrs, &n, "server.port", h->server_port, SP_VALUE_INT);
     }

@@ -197,6 +197,7 @@ finished_span_record_carries_spec_attributes(void **state)
     size_t          size = sp_region_size(1, 65536);
     size_t          i;
     bool            seen_profiling = false, seen_status = false;
+    bool            seen_address = false;
 
     (void)state;
     mem = aligned_alloc(64, size);
@@ -213,6 +214,7 @@ finished_span_record_carries_spec_attributes(void **state)
     h.scheme = "http"; h.scheme_len = 4;
     h.status = 503;
     h.server_port = 8080;
+    h.server_address = "[::1]"; h.server_address_len = 5;
     h.pid = 1234;
     assert_int_equal(sp_entry_finish(&e, &h, ring), SP_OK);
     assert_int_equal(sp_ring_read(ring, &v), SP_OK);
@@ -235,6 +237,10 @@ finished_span_record_carries_spec_attributes(void **state)
                 == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE
                 && kv->value->bool_value;
         }
+        if (strcmp(kv->key, "server.address") == 0) {
+            /* an IPv6 Host's address without its brackets */
+            seen_address = strcmp(kv->value->string_value, "::1") == 0;
+        }
         if (strcmp(kv->key, "http.response.status_code") == 0) {
             seen_status = kv->value->value_case
                 == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE
@@ -244,6 +250,7 @@ finished_span_record_carries_spec_attributes(void **state)
     opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
     assert_true(seen_profiling);
     assert_true(seen_status);
+    assert_true(seen_address);
     /* Not recorded: nothing written. */
     e.recorded = false;
     assert_int_equal(sp_entry_finish(&e, &h, ring), SP_ERR_NOT_FOUND);
