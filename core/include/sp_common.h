@@ -13,11 +13,13 @@
 
 #define SP_VERSION "0.1.0"
 
-#if defined(__GNUC__)
-#define SP_API __attribute__((visibility("default")))
-#else
+/*
+ * SP_API marks the core's interface. It is linked statically into each
+ * module and the exporter and exported from none of them (the build hides
+ * every symbol): a core function is called directly, never through a
+ * PLT another module's symbol of the same name could interpose.
+ */
 #define SP_API
-#endif
 
 typedef enum sp_status {
     SP_OK = 0,
