@@ -25,7 +25,19 @@
 #include <unistd.h>
 
 #define SP_DRAIN_BUDGET      4096    /* records per ring per pass */
-#define SP_IDLE_SLEEP_MS     10
+/*
+ * Sleep between passes unless a pass left records behind
+ * (sp_exporter_backlog). Stepping again at once after any record meant,
+ * under a trickle, one wake-up and one pass per record; sleeping batches
+ * them. What the sleep costs is room: a 1 MiB ring (both modules') must
+ * hold 10 ms of writes plus a pass. 100k spans/s of ~650 bytes is ~650 KB
+ * in 10 ms, samples of 64 threads every 1 ms ~260 KB more: it fits, not
+ * by much, so a pass that drained more than SP_BACKLOG_SHARE of a ring
+ * does not sleep either, and under such a rate the loop runs as it did
+ * before.
+ */
+#define SP_PASS_SLEEP_MS     10
+#define SP_BACKLOG_SHARE     4       /* 1/4 of a ring's bytes */
 #define SP_CLAIM_RETRY_MS    50
 #define SP_MAX_ATTRS         256
 #define SP_ARENA_BYTES       (256u << 10)
@@ -104,6 +116,7 @@ struct sp_exporter_loop {
     uint64_t            continuous_period_ns;
 
     /* drain thread */
+    bool                backlog;    /* the last pass left records */
     sp_symbolizer      *symbolizer;
     sp_resource        *resource;
     sp_worker          *workers;
@@ -1182,25 +1195,30 @@ size_t
 sp_exporter_step(sp_exporter_loop *e)
 {
     uint32_t i, n = sp_region_slot_count(e->o.region);
-    size_t   total = 0;
+    size_t   total = 0, full = sp_region_ring_bytes(e->o.region)
+                               / SP_BACKLOG_SHARE;
     uint64_t now;
 
+    e->backlog = false;
     for (i = 0; i < n; i++) {
         sp_ring       *ring = sp_region_ring(e->o.region, i);
         sp_record_view v;
-        size_t         k;
+        size_t         k, bytes = 0;
         uint32_t       owner;
 
         for (k = 0; k < SP_DRAIN_BUDGET; k++) {
             if (sp_ring_read(ring, &v) != SP_OK) {
                 break;
             }
+            bytes += (SP_RING_HEADER_SIZE + v.len + 7) & ~(size_t)7;
             sp_record_take(e, &v);
             sp_ring_consume(ring, &v);
         }
         total += k;
-        if (k < SP_DRAIN_BUDGET && (owner = sp_ring_owner(ring)) != 0
-            && sp_ring_reset_if_owner_dead(ring) == SP_OK)
+        if (k == SP_DRAIN_BUDGET || bytes > full) {
+            e->backlog = true;
+        } else if ((owner = sp_ring_owner(ring)) != 0
+                   && sp_ring_reset_if_owner_dead(ring) == SP_OK)
         {
             sp_worker_forget(e, owner);
         }
@@ -1218,6 +1236,12 @@ sp_exporter_step(sp_exporter_loop *e)
     }
     sp_publish(e);
     return total;
+}
+
+bool
+sp_exporter_backlog(const sp_exporter_loop *e)
+{
+    return e->backlog;
 }
 
 void
@@ -1309,8 +1333,9 @@ sp_exporter_run(sp_exporter_loop *e)
     }
     e->next_counters_ms = sp_now_ms(e) + e->o.counters_interval_ms;
     while (!atomic_load(&e->stop)) {
-        if (sp_exporter_step(e) == 0) {
-            sp_sleep_ms(SP_IDLE_SLEEP_MS);
+        sp_exporter_step(e);
+        if (!e->backlog) {
+            sp_sleep_ms(SP_PASS_SLEEP_MS);
         }
         if (sp_now_ms(e) >= e->next_counters_ms) {
             sp_log_counters(e, "");

@@ -262,6 +262,44 @@ none_and_corrupt_records_are_counted(void **state)
     teardown(&f);
 }
 
+/*
+ * sp_exporter_run sleeps after a pass unless it left a backlog: a ring
+ * that gave its whole budget or more than a quarter of its bytes.
+ */
+static void
+a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "none", NULL };
+    fixture f;
+    size_t  per, n, i;
+
+    (void)state;
+    setup_with(&f, vars);
+    per = (sp_span_size(&(sp_span_record){ .name = "GET", .name_len = 3 },
+                        NULL, 0)
+           + SP_RING_HEADER_SIZE + 7) / 8 * 8;
+    n = (1 << 16) / 4 / per;        /* a quarter of the fixture's ring */
+    for (i = 0; i < 3; i++) {
+        write_span(&f, (uint8_t)i);
+    }
+    assert_int_equal(sp_exporter_step(f.e), 3);
+    assert_false(sp_exporter_backlog(f.e));
+    for (i = 0; i < n; i++) {
+        write_span(&f, (uint8_t)i);
+    }
+    assert_int_equal(sp_exporter_step(f.e), n);
+    assert_false(sp_exporter_backlog(f.e));
+    for (i = 0; i < n + 1; i++) {
+        write_span(&f, (uint8_t)i);
+    }
+    assert_int_equal(sp_exporter_step(f.e), n + 1);
+    assert_true(sp_exporter_backlog(f.e));
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    assert_false(sp_exporter_backlog(f.e));
+    teardown(&f);
+}
+
 static void
 json_escapes_and_rejects_garbage(void **state)
 {
@@ -286,6 +324,7 @@ main(void)
         cmocka_unit_test(profiles_wait_for_the_export_interval),
         cmocka_unit_test(spans_go_in_batches_or_after_the_delay),
         cmocka_unit_test(none_and_corrupt_records_are_counted),
+        cmocka_unit_test(a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog),
         cmocka_unit_test(json_escapes_and_rejects_garbage),
     };
 
