@@ -38,6 +38,14 @@
  */
 #define SP_PASS_SLEEP_MS     10
 #define SP_BACKLOG_SHARE     4       /* 1/4 of a ring's bytes */
+/*
+ * A ring's owner is checked for death at most this often: the check reads
+ * /proc/PID/stat (kill, open, read, a start-time parse), which per ring
+ * per pass was most of an idle exporter's cost. A dead worker's ring is
+ * freed up to this much later; a new worker can take it over before that
+ * (sp_region_claim checks for itself).
+ */
+#define SP_OWNER_CHECK_MS    500
 #define SP_CLAIM_RETRY_MS    50
 #define SP_MAX_ATTRS         256
 #define SP_ARENA_BYTES       (256u << 10)
@@ -85,6 +93,12 @@ typedef struct sp_profile_slot {
     sp_addr_memo memo;
 } sp_profile_slot;
 
+/* ---- a ring the drain visits */
+
+typedef struct sp_ring_watch {
+    uint64_t check_ms;  /* when to check its owner for death next */
+} sp_ring_watch;
+
 /* ---- an encoded request waiting for the sender */
 
 typedef struct sp_item {
@@ -116,6 +130,7 @@ struct sp_exporter_loop {
     uint64_t            continuous_period_ns;
 
     /* drain thread */
+    sp_ring_watch      *ring_watch; /* per slot of the region */
     bool                backlog;    /* the last pass left records */
     sp_symbolizer      *symbolizer;
     sp_resource        *resource;
@@ -1191,20 +1206,45 @@ sp_log_counters(sp_exporter_loop *e, const char *when)
 
 /* ---- the drain thread */
 
+/*
+ * After a ring was drained (within its budget): frees it if its owner is
+ * dead, when the check is due.
+ */
+static void
+sp_ring_settle(sp_exporter_loop *e, sp_ring *ring, sp_ring_watch *w,
+    uint64_t now)
+{
+    uint32_t owner = sp_ring_owner(ring);
+
+    if (owner != 0 && now >= w->check_ms) {
+        w->check_ms = now + SP_OWNER_CHECK_MS;
+        switch (sp_ring_reset_if_owner_dead(ring)) {
+        case SP_OK:
+            sp_worker_forget(e, owner);
+            break;
+        case SP_ERR_INVALID:
+            /* records came after this pass read: dead or not, next pass */
+            w->check_ms = now;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 size_t
 sp_exporter_step(sp_exporter_loop *e)
 {
     uint32_t i, n = sp_region_slot_count(e->o.region);
     size_t   total = 0, full = sp_region_ring_bytes(e->o.region)
                                / SP_BACKLOG_SHARE;
-    uint64_t now;
+    uint64_t now = sp_now_ms(e);
 
     e->backlog = false;
     for (i = 0; i < n; i++) {
         sp_ring       *ring = sp_region_ring(e->o.region, i);
         sp_record_view v;
         size_t         k, bytes = 0;
-        uint32_t       owner;
 
         for (k = 0; k < SP_DRAIN_BUDGET; k++) {
             if (sp_ring_read(ring, &v) != SP_OK) {
@@ -1217,10 +1257,8 @@ sp_exporter_step(sp_exporter_loop *e)
         total += k;
         if (k == SP_DRAIN_BUDGET || bytes > full) {
             e->backlog = true;
-        } else if ((owner = sp_ring_owner(ring)) != 0
-                   && sp_ring_reset_if_owner_dead(ring) == SP_OK)
-        {
-            sp_worker_forget(e, owner);
+        } else {
+            sp_ring_settle(e, ring, &e->ring_watch[i], now);
         }
     }
 
@@ -1504,8 +1542,10 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
                       sizeof(*e->lines));
     e->attrs = calloc(SP_MAX_ATTRS, sizeof(*e->attrs));
     e->slots = calloc(e->o.max_profiles, sizeof(*e->slots));
+    e->ring_watch = calloc(sp_region_slot_count(o->region),
+                           sizeof(*e->ring_watch));
     if (e->arena == NULL || e->frames == NULL || e->lines == NULL
-        || e->attrs == NULL || e->slots == NULL)
+        || e->attrs == NULL || e->slots == NULL || e->ring_watch == NULL)
     {
         st = SP_ERR_NOMEM;
         goto fail;
@@ -1591,6 +1631,7 @@ sp_exporter_destroy(sp_exporter_loop *e)
         }
     }
     free(e->slots);
+    free(e->ring_watch);
     sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_LOGS].client);
     sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_TRACES].client);
     if (e->console_owned) {

@@ -124,6 +124,9 @@ SP_API sp_status sp_exporter_claim(sp_exporter_loop *e);
 /*
  * One pass: drain every ring, and encode and queue what is due. Returns
  * the records read. For tests and sp_exporter_run.
+ *
+ * A ring's owner is checked for death at most every half second (of the
+ * clock in the options); a dead owner's ring is drained, then freed.
  */
 SP_API size_t sp_exporter_step(sp_exporter_loop *e);
 
