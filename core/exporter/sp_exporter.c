@@ -46,6 +46,12 @@
  * (sp_region_claim checks for itself).
  */
 #define SP_OWNER_CHECK_MS    500
+/*
+ * Slots nobody claimed are not visited (sp_region_claims tells when to
+ * look again); all of them are looked at this often anyway, for records
+ * in a slot no claim announced.
+ */
+#define SP_RESCAN_MS         1000
 #define SP_CLAIM_RETRY_MS    50
 #define SP_MAX_ATTRS         256
 #define SP_ARENA_BYTES       (256u << 10)
@@ -96,6 +102,7 @@ typedef struct sp_profile_slot {
 /* ---- a ring the drain visits */
 
 typedef struct sp_ring_watch {
+    bool     watched;   /* in the drain's list */
     uint64_t check_ms;  /* when to check its owner for death next */
 } sp_ring_watch;
 
@@ -131,6 +138,10 @@ struct sp_exporter_loop {
 
     /* drain thread */
     sp_ring_watch      *ring_watch; /* per slot of the region */
+    uint32_t           *watch;      /* the slots in use, to drain */
+    uint32_t            watch_count;
+    uint64_t            claims_seen;
+    uint64_t            next_rescan_ms; /* 0: at the next pass */
     bool                backlog;    /* the last pass left records */
     sp_symbolizer      *symbolizer;
     sp_resource        *resource;
@@ -1207,20 +1218,53 @@ sp_log_counters(sp_exporter_loop *e, const char *when)
 /* ---- the drain thread */
 
 /*
- * After a ring was drained (within its budget): frees it if its owner is
- * dead, when the check is due.
+ * Rebuilds the list of slots to drain: those owned or holding records.
+ * claims is sp_region_claims, loaded before the owners are: a claim that
+ * this scan misses moves it, and the next pass scans again.
  */
 static void
+sp_rings_rescan(sp_exporter_loop *e, uint64_t claims, uint64_t now)
+{
+    uint32_t i, n = sp_region_slot_count(e->o.region), count = 0;
+
+    for (i = 0; i < n; i++) {
+        sp_ring_watch   *w = &e->ring_watch[i];
+        sp_ring_counters c;
+
+        sp_ring_stats(sp_region_ring(e->o.region, i), &c);
+        if (c.owner == 0 && c.pending_bytes == 0) {
+            w->watched = false;
+            continue;
+        }
+        if (!w->watched) {
+            w->watched = true;
+            w->check_ms = now + SP_OWNER_CHECK_MS;
+        }
+        e->watch[count++] = i;
+    }
+    e->watch_count = count;
+    e->claims_seen = claims;
+    e->next_rescan_ms = now + SP_RESCAN_MS;
+}
+
+/*
+ * After a ring was drained (within its budget): frees it if its owner is
+ * dead, when the check is due; returns whether the slot is free and empty,
+ * so no longer worth a visit.
+ */
+static bool
 sp_ring_settle(sp_exporter_loop *e, sp_ring *ring, sp_ring_watch *w,
     uint64_t now)
 {
-    uint32_t owner = sp_ring_owner(ring);
+    uint32_t         owner = sp_ring_owner(ring);
+    sp_ring_counters c;
 
     if (owner != 0 && now >= w->check_ms) {
         w->check_ms = now + SP_OWNER_CHECK_MS;
         switch (sp_ring_reset_if_owner_dead(ring)) {
         case SP_OK:
             sp_worker_forget(e, owner);
+            owner = 0;
             break;
         case SP_ERR_INVALID:
             /* records came after this pass read: dead or not, next pass */
@@ -1230,19 +1274,30 @@ sp_ring_settle(sp_exporter_loop *e, sp_ring *ring, sp_ring_watch *w,
             break;
         }
     }
+    if (owner != 0) {
+        return false;
+    }
+    /* released or freed: left once nothing is in it, not even uncommitted */
+    sp_ring_stats(ring, &c);
+    return c.owner == 0 && c.pending_bytes == 0;
 }
 
 size_t
 sp_exporter_step(sp_exporter_loop *e)
 {
-    uint32_t i, n = sp_region_slot_count(e->o.region);
     size_t   total = 0, full = sp_region_ring_bytes(e->o.region)
                                / SP_BACKLOG_SHARE;
-    uint64_t now = sp_now_ms(e);
+    uint64_t now = sp_now_ms(e), claims = sp_region_claims(e->o.region);
+    uint32_t j;
 
+    if (claims != e->claims_seen || now >= e->next_rescan_ms) {
+        sp_rings_rescan(e, claims, now);
+    }
     e->backlog = false;
-    for (i = 0; i < n; i++) {
+    for (j = 0; j < e->watch_count;) {
+        uint32_t       i = e->watch[j];
         sp_ring       *ring = sp_region_ring(e->o.region, i);
+        sp_ring_watch *w = &e->ring_watch[i];
         sp_record_view v;
         size_t         k, bytes = 0;
 
@@ -1257,9 +1312,13 @@ sp_exporter_step(sp_exporter_loop *e)
         total += k;
         if (k == SP_DRAIN_BUDGET || bytes > full) {
             e->backlog = true;
-        } else {
-            sp_ring_settle(e, ring, &e->ring_watch[i], now);
+        } else if (sp_ring_settle(e, ring, w, now)) {
+            /* free and empty: a new claim brings it back (rescan) */
+            w->watched = false;
+            e->watch[j] = e->watch[--e->watch_count];
+            continue;
         }
+        j++;
     }
 
     now = sp_now_ms(e);
@@ -1381,8 +1440,10 @@ sp_exporter_run(sp_exporter_loop *e)
         }
     }
 
-    /* Stopping: what the workers wrote until now, then everything held,
-     * within the export timeout. */
+    /* Stopping: what the workers wrote until now (every slot looked at,
+     * not only the claimed ones), then everything held, within the export
+     * timeout. */
+    e->next_rescan_ms = 0;
     for (pass = 0; pass < 64 && sp_exporter_step(e) > 0; pass++) {
     }
     sp_exporter_flush(e);
@@ -1544,8 +1605,10 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     e->slots = calloc(e->o.max_profiles, sizeof(*e->slots));
     e->ring_watch = calloc(sp_region_slot_count(o->region),
                            sizeof(*e->ring_watch));
+    e->watch = calloc(sp_region_slot_count(o->region), sizeof(*e->watch));
     if (e->arena == NULL || e->frames == NULL || e->lines == NULL
-        || e->attrs == NULL || e->slots == NULL || e->ring_watch == NULL)
+        || e->attrs == NULL || e->slots == NULL || e->ring_watch == NULL
+        || e->watch == NULL)
     {
         st = SP_ERR_NOMEM;
         goto fail;
@@ -1632,6 +1695,7 @@ sp_exporter_destroy(sp_exporter_loop *e)
     }
     free(e->slots);
     free(e->ring_watch);
+    free(e->watch);
     sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_LOGS].client);
     sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_TRACES].client);
     if (e->console_owned) {

@@ -343,6 +343,43 @@ a_dead_owner_is_checked_for_at_most_twice_a_second(void **state)
 }
 
 /*
+ * Only slots in use are drained: a new worker's claim is seen at the next
+ * pass; a slot written without a claim (nothing does that but this test)
+ * only when every slot is looked at again, once a second.
+ */
+static void
+rings_are_found_by_their_claims(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "none", NULL };
+    fixture  f;
+    pid_t    child = spawn_sleeper();
+    sp_ring *other;
+
+    (void)state;
+    setup_with(&f, vars);
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    other = sp_region_ring(f.region, 1);
+    assert_ptr_not_equal(other, f.ring);
+    write_span_to(other, 1);
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    f.now += 999;
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    f.now += 1;
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    /* free and empty again: dropped, until claimed */
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    assert_ptr_equal(sp_region_claim(f.region, (uint32_t)child), other);
+    write_span_to(other, 2);
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    write_span_to(other, 3);
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    assert_int_equal(received(&f), 3);
+    end_child(child);
+    teardown(&f);
+}
+
+/*
  * sp_exporter_run sleeps after a pass unless it left a backlog: a ring
  * that gave its whole budget or more than a quarter of its bytes.
  */
@@ -405,6 +442,7 @@ main(void)
         cmocka_unit_test(spans_go_in_batches_or_after_the_delay),
         cmocka_unit_test(none_and_corrupt_records_are_counted),
         cmocka_unit_test(a_dead_owner_is_checked_for_at_most_twice_a_second),
+        cmocka_unit_test(rings_are_found_by_their_claims),
         cmocka_unit_test(a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog),
         cmocka_unit_test(json_escapes_and_rejects_garbage),
     };
