@@ -25,7 +25,33 @@
 #include <unistd.h>
 
 #define SP_DRAIN_BUDGET      4096    /* records per ring per pass */
-#define SP_IDLE_SLEEP_MS     10
+/*
+ * Sleep between passes unless a pass left records behind
+ * (sp_exporter_backlog). Stepping again at once after any record meant,
+ * under a trickle, one wake-up and one pass per record; sleeping batches
+ * them. What the sleep costs is room: a 1 MiB ring (both modules') must
+ * hold 10 ms of writes plus a pass. 100k spans/s of ~650 bytes is ~650 KB
+ * in 10 ms, samples of 64 threads every 1 ms ~260 KB more: it fits, not
+ * by much, so a pass that drained more than SP_BACKLOG_SHARE of a ring
+ * does not sleep either, and under such a rate the loop runs as it did
+ * before.
+ */
+#define SP_PASS_SLEEP_MS     10
+#define SP_BACKLOG_SHARE     4       /* 1/4 of a ring's bytes */
+/*
+ * A ring's owner is checked for death at most this often: the check reads
+ * /proc/PID/stat (kill, open, read, a start-time parse), which per ring
+ * per pass was most of an idle exporter's cost. A dead worker's ring is
+ * freed up to this much later; a new worker can take it over before that
+ * (sp_region_claim checks for itself).
+ */
+#define SP_OWNER_CHECK_MS    500
+/*
+ * Slots nobody claimed are not visited (sp_region_claims tells when to
+ * look again); all of them are looked at this often anyway, for records
+ * in a slot no claim announced.
+ */
+#define SP_RESCAN_MS         1000
 #define SP_CLAIM_RETRY_MS    50
 #define SP_ARENA_BYTES       (256u << 10)
 #define SP_MAX_WORKERS       (2 * SP_REGION_MAX_SLOTS)
@@ -72,6 +98,13 @@ typedef struct sp_profile_slot {
     sp_addr_memo memo;
 } sp_profile_slot;
 
+/* ---- a ring the drain visits */
+
+typedef struct sp_ring_watch {
+    bool     watched;   /* in the drain's list */
+    uint64_t check_ms;  /* when to check its owner for death next */
+} sp_ring_watch;
+
 /* ---- an encoded request waiting for the sender */
 
 typedef struct sp_item {
@@ -103,6 +136,12 @@ struct sp_exporter_loop {
     uint64_t            continuous_period_ns;
 
     /* drain thread */
+    sp_ring_watch      *ring_watch; /* per slot of the region */
+    uint32_t           *watch;      /* the slots in use, to drain */
+    uint32_t            watch_count;
+    uint64_t            claims_seen;
+    uint64_t            next_rescan_ms; /* 0: at the next pass */
+    bool                backlog;    /* the last pass left records */
     sp_symbolizer      *symbolizer;
     sp_resource        *resource;
     sp_worker          *workers;
@@ -1165,32 +1204,108 @@ sp_log_counters(sp_exporter_loop *e, const char *when)
 
 /* ---- the drain thread */
 
+/*
+ * Rebuilds the list of slots to drain: those owned or holding records.
+ * claims is sp_region_claims, loaded before the owners are: a claim that
+ * this scan misses moves it, and the next pass scans again.
+ */
+static void
+sp_rings_rescan(sp_exporter_loop *e, uint64_t claims, uint64_t now)
+{
+    uint32_t i, n = sp_region_slot_count(e->o.region), count = 0;
+
+    for (i = 0; i < n; i++) {
+        sp_ring_watch   *w = &e->ring_watch[i];
+        sp_ring_counters c;
+
+        sp_ring_stats(sp_region_ring(e->o.region, i), &c);
+        if (c.owner == 0 && c.pending_bytes == 0) {
+            w->watched = false;
+            continue;
+        }
+        if (!w->watched) {
+            w->watched = true;
+            w->check_ms = now + SP_OWNER_CHECK_MS;
+        }
+        e->watch[count++] = i;
+    }
+    e->watch_count = count;
+    e->claims_seen = claims;
+    e->next_rescan_ms = now + SP_RESCAN_MS;
+}
+
+/*
+ * After a ring was drained (within its budget): frees it if its owner is
+ * dead, when the check is due; returns whether the slot is free and empty,
+ * so no longer worth a visit.
+ */
+static bool
+sp_ring_settle(sp_exporter_loop *e, sp_ring *ring, sp_ring_watch *w,
+    uint64_t now)
+{
+    uint32_t         owner = sp_ring_owner(ring);
+    sp_ring_counters c;
+
+    if (owner != 0 && now >= w->check_ms) {
+        w->check_ms = now + SP_OWNER_CHECK_MS;
+        switch (sp_ring_reset_if_owner_dead(ring)) {
+        case SP_OK:
+            sp_worker_forget(e, owner);
+            owner = 0;
+            break;
+        case SP_ERR_INVALID:
+            /* records came after this pass read: dead or not, next pass */
+            w->check_ms = now;
+            break;
+        default:
+            break;
+        }
+    }
+    if (owner != 0) {
+        return false;
+    }
+    /* released or freed: left once nothing is in it, not even uncommitted */
+    sp_ring_stats(ring, &c);
+    return c.owner == 0 && c.pending_bytes == 0;
+}
+
 size_t
 sp_exporter_step(sp_exporter_loop *e)
 {
-    uint32_t i, n = sp_region_slot_count(e->o.region);
-    size_t   total = 0;
-    uint64_t now;
+    size_t   total = 0, full = sp_region_ring_bytes(e->o.region)
+                               / SP_BACKLOG_SHARE;
+    uint64_t now = sp_now_ms(e), claims = sp_region_claims(e->o.region);
+    uint32_t j;
 
-    for (i = 0; i < n; i++) {
+    if (claims != e->claims_seen || now >= e->next_rescan_ms) {
+        sp_rings_rescan(e, claims, now);
+    }
+    e->backlog = false;
+    for (j = 0; j < e->watch_count;) {
+        uint32_t       i = e->watch[j];
         sp_ring       *ring = sp_region_ring(e->o.region, i);
+        sp_ring_watch *w = &e->ring_watch[i];
         sp_record_view v;
-        size_t         k;
-        uint32_t       owner;
+        size_t         k, bytes = 0;
 
         for (k = 0; k < SP_DRAIN_BUDGET; k++) {
             if (sp_ring_read(ring, &v) != SP_OK) {
                 break;
             }
+            bytes += (SP_RING_HEADER_SIZE + v.len + 7) & ~(size_t)7;
             sp_record_take(e, &v);
             sp_ring_consume(ring, &v);
         }
         total += k;
-        if (k < SP_DRAIN_BUDGET && (owner = sp_ring_owner(ring)) != 0
-            && sp_ring_reset_if_owner_dead(ring) == SP_OK)
-        {
-            sp_worker_forget(e, owner);
+        if (k == SP_DRAIN_BUDGET || bytes > full) {
+            e->backlog = true;
+        } else if (sp_ring_settle(e, ring, w, now)) {
+            /* free and empty: a new claim brings it back (rescan) */
+            w->watched = false;
+            e->watch[j] = e->watch[--e->watch_count];
+            continue;
         }
+        j++;
     }
 
     now = sp_now_ms(e);
@@ -1205,6 +1320,12 @@ sp_exporter_step(sp_exporter_loop *e)
     }
     sp_publish(e);
     return total;
+}
+
+bool
+sp_exporter_backlog(const sp_exporter_loop *e)
+{
+    return e->backlog;
 }
 
 void
@@ -1296,8 +1417,9 @@ sp_exporter_run(sp_exporter_loop *e)
     }
     e->next_counters_ms = sp_now_ms(e) + e->o.counters_interval_ms;
     while (!atomic_load(&e->stop)) {
-        if (sp_exporter_step(e) == 0) {
-            sp_sleep_ms(SP_IDLE_SLEEP_MS);
+        sp_exporter_step(e);
+        if (!e->backlog) {
+            sp_sleep_ms(SP_PASS_SLEEP_MS);
         }
         if (sp_now_ms(e) >= e->next_counters_ms) {
             sp_log_counters(e, "");
@@ -1305,8 +1427,10 @@ sp_exporter_run(sp_exporter_loop *e)
         }
     }
 
-    /* Stopping: what the workers wrote until now, then everything held,
-     * within the export timeout. */
+    /* Stopping: what the workers wrote until now (every slot looked at,
+     * not only the claimed ones), then everything held, within the export
+     * timeout. */
+    e->next_rescan_ms = 0;
     for (pass = 0; pass < 64 && sp_exporter_step(e) > 0; pass++) {
     }
     sp_exporter_flush(e);
@@ -1465,8 +1589,11 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     e->lines = calloc((size_t)SP_RECORD_MAX_FRAMES * SP_SYMBOL_MAX_INLINE,
                       sizeof(*e->lines));
     e->slots = calloc(e->o.max_profiles, sizeof(*e->slots));
+    e->ring_watch = calloc(sp_region_slot_count(o->region),
+                           sizeof(*e->ring_watch));
+    e->watch = calloc(sp_region_slot_count(o->region), sizeof(*e->watch));
     if (e->arena == NULL || e->frames == NULL || e->lines == NULL
-        || e->slots == NULL)
+        || e->slots == NULL || e->ring_watch == NULL || e->watch == NULL)
     {
         st = SP_ERR_NOMEM;
         goto fail;
@@ -1552,6 +1679,8 @@ sp_exporter_destroy(sp_exporter_loop *e)
         }
     }
     free(e->slots);
+    free(e->ring_watch);
+    free(e->watch);
     sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_LOGS].client);
     sp_otlp_client_destroy(e->sinks[SP_OTLP_SIGNAL_TRACES].client);
     if (e->console_owned) {

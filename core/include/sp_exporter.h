@@ -122,16 +122,30 @@ SP_API sp_status sp_exporter_create(const sp_exporter_options *o,
 SP_API sp_status sp_exporter_claim(sp_exporter_loop *e);
 
 /*
- * One pass: drain every ring, and encode and queue what is due. Returns
- * the records read. For tests and sp_exporter_run.
+ * One pass: drain every ring in use, and encode and queue what is due.
+ * Returns the records read. For tests and sp_exporter_run.
+ *
+ * A ring in use is one owned or holding records. Free slots are not
+ * visited: a claim (sp_region_claims) makes the next pass look at every
+ * slot again, and so does every second that passes. A ring's owner is
+ * checked for death at most every half second (of the clock in the
+ * options); a dead owner's ring is drained, then freed.
  */
 SP_API size_t sp_exporter_step(sp_exporter_loop *e);
 
 /*
- * Claims, then steps until sp_exporter_stop, sleeping briefly when the
- * rings are empty; then drains once more, queues everything held and
- * gives the sender up to OTEL_EXPORTER_OTLP_TIMEOUT to send it (what is
- * left is counted dropped_shutdown). Logs the counters every
+ * Whether the last step left records behind: a ring gave it its whole
+ * budget, or more than a quarter of its bytes (the ring may be filling
+ * faster than a sleep allows for).
+ */
+SP_API bool sp_exporter_backlog(const sp_exporter_loop *e);
+
+/*
+ * Claims, then steps until sp_exporter_stop, sleeping 10 ms after each
+ * pass that left no backlog (so records are drained in batches, not one
+ * wake-up each); then drains every slot once more, queues everything held
+ * and gives the sender up to OTEL_EXPORTER_OTLP_TIMEOUT to send it (what
+ * is left is counted dropped_shutdown). Logs the counters every
  * counters_interval_ms and at the end.
  */
 SP_API sp_status sp_exporter_run(sp_exporter_loop *e);

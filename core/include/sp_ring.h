@@ -156,6 +156,16 @@ SP_API void sp_region_release(sp_ring *ring);
 SP_API sp_status sp_region_claim_reader(sp_region *region, uint32_t pid);
 SP_API void sp_region_release_reader(sp_region *region, uint32_t pid);
 
+/*
+ * How many claims (sp_region_claim) have succeeded in the region, ever.
+ * A reader that loads this, then the slots' owners, and later finds the
+ * number unchanged knows no slot was claimed in between: it can visit the
+ * slots it saw in use (owned, or with records left) and skip the others
+ * without missing a new worker's ring. Only a claim counts: a writer that
+ * writes into a slot it never claimed is not seen this way.
+ */
+SP_API uint64_t sp_region_claims(const sp_region *region);
+
 /* The exporter's iteration: every slot, owned or not. */
 SP_API uint32_t sp_region_slot_count(const sp_region *region);
 SP_API sp_ring *sp_region_ring(sp_region *region, uint32_t i);

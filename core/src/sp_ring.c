@@ -10,6 +10,7 @@
  *         16  u64  ring_bytes      power of two
  *         24  u64  size            sp_region_size(slots, ring_bytes)
  *         32  u32  check           FNV-1a of bytes 0..32
+ *         40  u64  claims          atomic: successful claims so far
  *         64  u64  reader          atomic: the exporter's pid | start << 32
  *   128  slot i at 128 + i * (192 + ring_bytes):
  *          0  u64  owner           atomic: pid | start << 32, 0 when free
@@ -106,7 +107,8 @@ typedef struct sp_region_hdr {
     uint64_t         size;
     uint32_t         check;
     uint32_t         reserved0;
-    unsigned char    pad0[24];
+    _Atomic uint64_t claims;
+    unsigned char    pad0[16];
     _Atomic uint64_t reader;
     unsigned char    pad1[56];
 } sp_region_hdr;
@@ -127,6 +129,7 @@ typedef struct sp_slot {
 
 _Static_assert(sizeof(sp_region_hdr) == SP_REGION_HEAD, "region header");
 _Static_assert(offsetof(sp_region_hdr, check) == 32, "region header");
+_Static_assert(offsetof(sp_region_hdr, claims) == 40, "region header");
 _Static_assert(offsetof(sp_region_hdr, reader) == 64, "region header");
 _Static_assert(sizeof(sp_slot) == SP_SLOT_HEAD, "slot header");
 _Static_assert(offsetof(sp_slot, head) == 64, "slot header");
@@ -356,6 +359,7 @@ sp_region_init(void *mem, size_t size, uint32_t slots, size_t ring_bytes)
     h->slots = slots;
     h->ring_bytes = ring_bytes;
     h->size = need;
+    atomic_init(&h->claims, 0);
     atomic_init(&h->reader, 0);
     for (i = 0; i < slots; i++) {
         s = (sp_slot *)(void *)((unsigned char *)mem + SP_REGION_HEAD
@@ -384,7 +388,8 @@ sp_region_attach(void *mem, size_t size, sp_region **out)
     if (mem == NULL || size < sizeof(h) || ((uintptr_t)mem & 7) != 0) {
         return SP_ERR_INVALID;
     }
-    memcpy(&h, mem, offsetof(sp_region_hdr, reader));
+    /* the fixed fields only: claims and reader change under us */
+    memcpy(&h, mem, offsetof(sp_region_hdr, claims));
     if (h.magic != SP_REGION_MAGIC || h.version != SP_RING_LAYOUT_VERSION
         || h.check != sp_region_check(&h)
         || (size_t)h.ring_bytes != h.ring_bytes
@@ -419,6 +424,13 @@ sp_region_detach(sp_region *region)
     free(region);
 }
 
+uint64_t
+sp_region_claims(const sp_region *region)
+{
+    /* acquire: the owner words stored before the count are seen after */
+    return atomic_load_explicit(&region->hdr->claims, memory_order_acquire);
+}
+
 uint32_t
 sp_region_slot_count(const sp_region *region)
 {
@@ -448,6 +460,19 @@ sp_drained(const sp_ring *r)
            == tail;
 }
 
+/*
+ * A claim just taken: counted in the region's header after the owner word
+ * was stored (release), so a reader that sees the count move and then
+ * looks at the owner words finds this slot taken (sp_region_claims).
+ */
+static sp_ring *
+sp_claimed(sp_region *region, sp_ring *r, uint64_t want)
+{
+    r->claim = want;
+    atomic_fetch_add_explicit(&region->hdr->claims, 1, memory_order_release);
+    return r;
+}
+
 sp_ring *
 sp_region_claim(sp_region *region, uint32_t pid)
 {
@@ -474,8 +499,7 @@ sp_region_claim(sp_region *region, uint32_t pid)
         if (atomic_compare_exchange_strong_explicit(&r->slot->owner, &cur,
                 want, memory_order_acq_rel, memory_order_relaxed))
         {
-            r->claim = want;
-            return r;
+            return sp_claimed(region, r, want);
         }
     }
     /*
@@ -491,8 +515,7 @@ sp_region_claim(sp_region *region, uint32_t pid)
             && atomic_compare_exchange_strong_explicit(&r->slot->owner,
                    &cur, want, memory_order_acq_rel, memory_order_relaxed))
         {
-            r->claim = want;
-            return r;
+            return sp_claimed(region, r, want);
         }
     }
     return NULL;

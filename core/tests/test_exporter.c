@@ -2,8 +2,11 @@
  * The exporter loop on an in-memory region with the console exporter and a
  * fake clock: what is drained, when it is sent, how it is counted.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sp_test.h"
@@ -126,7 +129,7 @@ write_sample(fixture *f, uint8_t source)
 }
 
 static void
-write_span(fixture *f, uint8_t n)
+write_span_to(sp_ring *ring, uint8_t n)
 {
     uint64_t       buf[64];
     sp_span_record s;
@@ -141,8 +144,50 @@ write_span(fixture *f, uint8_t n)
     s.name = "GET";
     s.name_len = 3;
     sp_span_encode(buf, &s, NULL, 0);
-    assert_int_equal(sp_ring_write(f->ring, SP_RECORD_SPAN, buf,
+    assert_int_equal(sp_ring_write(ring, SP_RECORD_SPAN, buf,
                                    sp_span_size(&s, NULL, 0)), SP_OK);
+}
+
+static void
+write_span(fixture *f, uint8_t n)
+{
+    write_span_to(f->ring, n);
+}
+
+/* A live process to own a ring; it dies with the test, even one failed
+ * before end_child (it would hold the test's output open). */
+static pid_t
+spawn_sleeper(void)
+{
+    pid_t parent = getpid(), pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) {
+            _exit(0);
+        }
+        for (;;) {
+            pause();
+        }
+    }
+    return pid;
+}
+
+static void
+end_child(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static uint64_t
+received(fixture *f)
+{
+    sp_exporter_counters c;
+
+    sp_exporter_counters_get(f->e, &c);
+    return c.received;
 }
 
 static size_t
@@ -262,6 +307,116 @@ none_and_corrupt_records_are_counted(void **state)
     teardown(&f);
 }
 
+/*
+ * A dead worker's ring is drained and freed, but its owner is looked up
+ * in /proc at most every 500 ms, not on every pass.
+ */
+static void
+a_dead_owner_is_checked_for_at_most_twice_a_second(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "none", NULL };
+    fixture  f;
+    pid_t    child = spawn_sleeper();
+    sp_ring *theirs;
+
+    (void)state;
+    setup_with(&f, vars);
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    theirs = sp_region_claim(f.region, (uint32_t)child);
+    assert_non_null(theirs);
+    write_span_to(theirs, 1);
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    write_span_to(theirs, 2);
+    end_child(child);
+    /* dead, but its check is not due: drained, still its */
+    f.now += 499;
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    assert_int_equal(sp_ring_owner(theirs), (uint32_t)child);
+    f.now += 1;
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    assert_int_equal(sp_ring_owner(theirs), 0);
+    assert_int_equal(received(&f), 2);
+    /* a live owner stays */
+    assert_int_equal(sp_ring_owner(f.ring), (uint32_t)getpid());
+    teardown(&f);
+}
+
+/*
+ * Only slots in use are drained: a new worker's claim is seen at the next
+ * pass; a slot written without a claim (nothing does that but this test)
+ * only when every slot is looked at again, once a second.
+ */
+static void
+rings_are_found_by_their_claims(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "none", NULL };
+    fixture  f;
+    pid_t    child = spawn_sleeper();
+    sp_ring *other;
+
+    (void)state;
+    setup_with(&f, vars);
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    other = sp_region_ring(f.region, 1);
+    assert_ptr_not_equal(other, f.ring);
+    write_span_to(other, 1);
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    f.now += 999;
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    f.now += 1;
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    /* free and empty again: dropped, until claimed */
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    assert_ptr_equal(sp_region_claim(f.region, (uint32_t)child), other);
+    write_span_to(other, 2);
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    write_span_to(other, 3);
+    assert_int_equal(sp_exporter_step(f.e), 1);
+    assert_int_equal(received(&f), 3);
+    end_child(child);
+    teardown(&f);
+}
+
+/*
+ * sp_exporter_run sleeps after a pass unless it left a backlog: a ring
+ * that gave its whole budget or more than a quarter of its bytes.
+ */
+static void
+a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "none", NULL };
+    fixture f;
+    size_t  per, n, i;
+
+    (void)state;
+    setup_with(&f, vars);
+    per = (sp_span_size(&(sp_span_record){ .name = "GET", .name_len = 3 },
+                        NULL, 0)
+           + SP_RING_HEADER_SIZE + 7) / 8 * 8;
+    n = (1 << 16) / 4 / per;        /* a quarter of the fixture's ring */
+    for (i = 0; i < 3; i++) {
+        write_span(&f, (uint8_t)i);
+    }
+    assert_int_equal(sp_exporter_step(f.e), 3);
+    assert_false(sp_exporter_backlog(f.e));
+    for (i = 0; i < n; i++) {
+        write_span(&f, (uint8_t)i);
+    }
+    assert_int_equal(sp_exporter_step(f.e), n);
+    assert_false(sp_exporter_backlog(f.e));
+    for (i = 0; i < n + 1; i++) {
+        write_span(&f, (uint8_t)i);
+    }
+    assert_int_equal(sp_exporter_step(f.e), n + 1);
+    assert_true(sp_exporter_backlog(f.e));
+    assert_int_equal(sp_exporter_step(f.e), 0);
+    assert_false(sp_exporter_backlog(f.e));
+    teardown(&f);
+}
+
 static void
 json_escapes_and_rejects_garbage(void **state)
 {
@@ -286,6 +441,9 @@ main(void)
         cmocka_unit_test(profiles_wait_for_the_export_interval),
         cmocka_unit_test(spans_go_in_batches_or_after_the_delay),
         cmocka_unit_test(none_and_corrupt_records_are_counted),
+        cmocka_unit_test(a_dead_owner_is_checked_for_at_most_twice_a_second),
+        cmocka_unit_test(rings_are_found_by_their_claims),
+        cmocka_unit_test(a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog),
         cmocka_unit_test(json_escapes_and_rejects_garbage),
     };
 

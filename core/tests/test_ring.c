@@ -1275,6 +1275,49 @@ claim_is_by_pid_and_idempotent(void **state)
     fx_close(&fx);
 }
 
+/*
+ * The exporter visits only the slots it saw in use and looks at the others
+ * again when this count moves: every claim that takes a slot must move it,
+ * and nothing else need.
+ */
+static void
+every_claim_that_takes_a_slot_is_counted(void **state)
+{
+    region_fx fx;
+    sp_ring  *mine, *theirs;
+    pid_t     child = spawn_sleeper(), other = spawn_sleeper();
+    uint32_t  me = (uint32_t)getpid();
+
+    (void)state;
+    fx_open(&fx, 2, 4096, true);
+    assert_int_equal(sp_region_claims(fx.region), 0);
+    mine = sp_region_claim(fx.region, me);
+    assert_int_equal(sp_region_claims(fx.region), 1);
+    /* already ours: no slot taken */
+    assert_ptr_equal(sp_region_claim(fx.region, me), mine);
+    assert_int_equal(sp_region_claims(fx.region), 1);
+    theirs = sp_region_claim(fx.region, (uint32_t)child);
+    assert_non_null(theirs);
+    assert_int_equal(sp_region_claims(fx.region), 2);
+    /* every slot taken: nothing claimed, nothing counted */
+    assert_null(sp_region_claim(fx.region, (uint32_t)other));
+    assert_int_equal(sp_region_claims(fx.region), 2);
+    /* a released slot taken again */
+    sp_region_release(mine);
+    assert_int_equal(sp_region_claims(fx.region), 2);
+    assert_ptr_equal(sp_region_claim(fx.region, (uint32_t)other), mine);
+    assert_int_equal(sp_region_claims(fx.region), 3);
+    /* a dead owner's drained slot taken over */
+    end_child(child);
+    assert_ptr_equal(sp_region_claim(fx.region, me), theirs);
+    assert_int_equal(sp_region_claims(fx.region), 4);
+    /* a region laid out again starts from zero */
+    assert_int_equal(sp_region_init(fx.mem, fx.size, 2, 4096), SP_OK);
+    assert_int_equal(sp_region_claims(fx.region), 0);
+    end_child(other);
+    fx_close(&fx);
+}
+
 static void
 dead_owner_slot_is_reclaimed_only_when_drained(void **state)
 {
@@ -1522,6 +1565,7 @@ main(void)
         cmocka_unit_test(two_mappings_at_different_addresses),
         cmocka_unit_test(concurrent_threads_and_signal_handlers),
         cmocka_unit_test(claim_is_by_pid_and_idempotent),
+        cmocka_unit_test(every_claim_that_takes_a_slot_is_counted),
         cmocka_unit_test(dead_owner_slot_is_reclaimed_only_when_drained),
         cmocka_unit_test(exporter_resets_what_a_dead_owner_left_uncommitted),
         cmocka_unit_test(zombies_and_reused_pids_are_dead),
