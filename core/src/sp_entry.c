@@ -277,11 +277,23 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
     rec.tracestate = e->tracestate;
     rec.tracestate_len = e->tracestate != NULL ? e->tracestate_len : 0;
 
-    size = sp_span_measure(&rec, attrs, n, &layout);
+    /* Written as ASCII, which nearly every request is, in one pass; a
+     * string that is not takes a measure that reads them all. */
+    size = sp_span_measure_ascii(&rec, attrs, n, &layout);
     dst = sp_ring_reserve(ring, SP_RECORD_SPAN, size, &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
-    sp_ring_commit(ring, &tok, sp_span_write(dst, &rec, attrs, n, &layout));
+    len = sp_span_write(dst, &rec, attrs, n, &layout);
+    if (len == 0) {
+        sp_ring_cancel(ring, &tok);
+        size = sp_span_measure(&rec, attrs, n, &layout);
+        dst = sp_ring_reserve(ring, SP_RECORD_SPAN, size, &tok);
+        if (dst == NULL) {
+            return SP_ERR_NOMEM;
+        }
+        len = sp_span_write(dst, &rec, attrs, n, &layout);
+    }
+    sp_ring_commit(ring, &tok, len);
     return SP_OK;
 }

@@ -381,15 +381,56 @@ sp_text_size(const char *s, size_t len, size_t max, bool ascii)
     return ascii ? len : sp_utf8_repaired_len(s, len);
 }
 
-/* Writes the string whose size sp_text_size gave as out_len. */
+/*
+ * Copies len bytes and gives the high bits of what it copied: the words
+ * a copy loads anyway tell whether the string was ASCII, so a span
+ * measured without reading its strings is checked as it is written.
+ */
+static inline uint64_t
+sp_copy_ascii(unsigned char *d, const char *src, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    uint64_t             a, b;
+    uint32_t             x, y;
+    size_t               i;
+
+    if (len >= 8) {
+        b = 0;
+        for (i = 0; i + 8 < len; i += 8) {
+            memcpy(&a, s + i, 8);
+            memcpy(d + i, &a, 8);
+            b |= a;
+        }
+        memcpy(&a, s + len - 8, 8);
+        memcpy(d + len - 8, &a, 8);
+        return (a | b) & 0x8080808080808080ull;
+    }
+    if (len >= 4) {
+        memcpy(&x, s, 4);
+        memcpy(&y, s + len - 4, 4);
+        memcpy(d, &x, 4);
+        memcpy(d + len - 4, &y, 4);
+        return (x | y) & 0x80808080u;
+    }
+    if (len > 0) {
+        d[0] = s[0];
+        d[len / 2] = s[len / 2];
+        d[len - 1] = s[len - 1];
+        return (s[0] | s[len / 2] | s[len - 1]) & 0x80u;
+    }
+    return 0;
+}
+
+/* Writes the string whose size sp_text_size gave as out_len; *high gets
+ * the high bits of an ASCII span's strings. */
 static inline __attribute__((always_inline)) unsigned char *
 sp_put_text(unsigned char *p, uint8_t tag, const char *s, size_t len,
-    size_t max, size_t out_len, bool ascii)
+    size_t max, size_t out_len, bool ascii, uint64_t *high)
 {
     *p++ = tag;
     p = sp_put_varint(p, out_len);
     if (ascii) {
-        sp_copy(p, s, out_len);
+        *high |= sp_copy_ascii(p, s, out_len);
     } else {
         sp_utf8_repair(p, s, sp_cut(s, len, max));
     }
@@ -428,65 +469,30 @@ sp_span_has_parent(const sp_span_record *s)
     return !sp_all_zero(s->parent_span_id, 8);
 }
 
-size_t
-sp_span_measure(const sp_span_record *s, const sp_span_attr *attrs,
-    uint16_t attr_count, sp_span_layout *out)
+/* Every size of the span, its strings taken as ASCII or not. */
+static size_t
+sp_span_sizes(const sp_span_record *s, const sp_span_attr *attrs,
+    uint16_t attr_count, bool ascii, sp_span_layout *out)
 {
-    uint64_t high;
     uint16_t i, key, str, any, kv;
-    size_t   size, attr_size, ts_len = sp_tracestate_len(s);
-    bool     ascii;
+    size_t   size, ts_len = sp_tracestate_len(s);
 
-    /*
-     * Nearly every span is ASCII throughout: one pass over its strings
-     * gives the sizes and tells that none of them needs a UTF-8 check;
-     * only a span with a byte over 0x7F has its sizes computed again.
-     */
-    ascii = true;
-    high = sp_high_bits(s->name, sp_cut(s->name, s->name_len,
-                                        SP_SPAN_STRING_MAX))
-           | sp_high_bits(s->tracestate, ts_len);
-    attr_size = 0;
+    out->ascii = ascii;
+    out->name_len = sp_text_size(s->name, s->name_len, SP_SPAN_STRING_MAX,
+                                 ascii);
+    out->tracestate_len = sp_text_size(s->tracestate, ts_len,
+                                       SP_TRACESTATE_MAX_LEN, ascii);
+    size = 2 + 16 + 2 + 8 + 9 + 9 + 6 + sp_field_size(out->name_len);
     for (i = 0; i < attr_count; i++) {
-        const sp_span_attr *a = &attrs[i];
-
-        high |= sp_high_bits(a->key, sp_cut(a->key, a->key_len,
-                                            SP_SPAN_STRING_MAX));
-        if (a->type == SP_VALUE_STRING) {
-            high |= sp_high_bits(a->str, sp_cut(a->str, a->str_len,
-                                                SP_SPAN_STRING_MAX));
-        }
-        sp_attr_sizes(a, true, &key, &str, &any, &kv);
+        sp_attr_sizes(&attrs[i], ascii, &key, &str, &any, &kv);
         if (i < SP_SPAN_LAYOUT_ATTRS) {
             out->key_len[i] = key;
             out->str_len[i] = str;
             out->any_len[i] = any;
             out->kv_len[i] = kv;
         }
-        attr_size += sp_field_size(kv);
+        size += sp_field_size(kv);
     }
-    if (high != 0) {
-        ascii = false;
-        attr_size = 0;
-        for (i = 0; i < attr_count; i++) {
-            sp_attr_sizes(&attrs[i], false, &key, &str, &any, &kv);
-            if (i < SP_SPAN_LAYOUT_ATTRS) {
-                out->key_len[i] = key;
-                out->str_len[i] = str;
-                out->any_len[i] = any;
-                out->kv_len[i] = kv;
-            }
-            attr_size += sp_field_size(kv);
-        }
-    }
-    out->ascii = ascii;
-
-    out->name_len = sp_text_size(s->name, s->name_len, SP_SPAN_STRING_MAX,
-                                 ascii);
-    out->tracestate_len = sp_text_size(s->tracestate, ts_len,
-                                       SP_TRACESTATE_MAX_LEN, ascii);
-    size = 2 + 16 + 2 + 8 + 9 + 9 + 6 + sp_field_size(out->name_len)
-           + attr_size;
     if (ts_len > 0) {
         size += sp_field_size(out->tracestate_len);
     }
@@ -504,20 +510,52 @@ sp_span_measure(const sp_span_record *s, const sp_span_attr *attrs,
     return out->size;
 }
 
+size_t
+sp_span_measure(const sp_span_record *s, const sp_span_attr *attrs,
+    uint16_t attr_count, sp_span_layout *out)
+{
+    uint64_t high;
+    uint16_t i;
+
+    high = sp_high_bits(s->name, sp_cut(s->name, s->name_len,
+                                        SP_SPAN_STRING_MAX))
+           | sp_high_bits(s->tracestate, sp_tracestate_len(s));
+    for (i = 0; i < attr_count; i++) {
+        high |= sp_high_bits(attrs[i].key,
+                             sp_cut(attrs[i].key, attrs[i].key_len,
+                                    SP_SPAN_STRING_MAX));
+        if (attrs[i].type == SP_VALUE_STRING) {
+            high |= sp_high_bits(attrs[i].str,
+                                 sp_cut(attrs[i].str, attrs[i].str_len,
+                                        SP_SPAN_STRING_MAX));
+        }
+    }
+    out->checked = true;
+    return sp_span_sizes(s, attrs, attr_count, high == 0, out);
+}
+
+size_t
+sp_span_measure_ascii(const sp_span_record *s, const sp_span_attr *attrs,
+    uint16_t attr_count, sp_span_layout *out)
+{
+    out->checked = false;
+    return sp_span_sizes(s, attrs, attr_count, true, out);
+}
+
 static inline __attribute__((always_inline)) unsigned char *
 sp_put_attr(unsigned char *p, const sp_span_attr *a, bool ascii,
-    uint16_t key, uint16_t str, uint16_t any, uint16_t kv)
+    uint16_t key, uint16_t str, uint16_t any, uint16_t kv, uint64_t *high)
 {
     *p++ = SP_TAG_SPAN_ATTR;
     p = sp_put_varint(p, kv);
     p = sp_put_text(p, SP_TAG_KV_KEY, a->key, a->key_len,
-                    SP_SPAN_STRING_MAX, key, ascii);
+                    SP_SPAN_STRING_MAX, key, ascii, high);
     *p++ = SP_TAG_KV_VALUE;
     p = sp_put_varint(p, any);
     switch (a->type) {
     case SP_VALUE_STRING:
         return sp_put_text(p, SP_TAG_ANY_STRING, a->str, a->str_len,
-                           SP_SPAN_STRING_MAX, str, ascii);
+                           SP_SPAN_STRING_MAX, str, ascii, high);
     case SP_VALUE_BOOL:
         *p++ = SP_TAG_ANY_BOOL;
         *p++ = a->integer != 0 ? 1 : 0;
@@ -533,6 +571,7 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
     uint16_t attr_count, const sp_span_layout *layout)
 {
     unsigned char *p = dst;
+    uint64_t       high = 0;
     uint32_t       flags;
     uint16_t       i, key, str, any, kv;
     bool           ascii = layout->ascii, has_parent = sp_span_has_parent(s);
@@ -551,7 +590,7 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
     if (sp_tracestate_len(s) > 0) {
         p = sp_put_text(p, SP_TAG_SPAN_TRACE_STATE, s->tracestate,
                         sp_tracestate_len(s), SP_TRACESTATE_MAX_LEN,
-                        layout->tracestate_len, ascii);
+                        layout->tracestate_len, ascii, &high);
     }
     if (has_parent) {
         *p++ = SP_TAG_SPAN_PARENT;
@@ -560,7 +599,7 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
         p += 8;
     }
     p = sp_put_text(p, SP_TAG_SPAN_NAME, s->name, s->name_len,
-                    SP_SPAN_STRING_MAX, layout->name_len, ascii);
+                    SP_SPAN_STRING_MAX, layout->name_len, ascii, &high);
     if (s->kind != 0) {
         *p++ = SP_TAG_SPAN_KIND;
         p = sp_put_varint(p, s->kind);
@@ -575,10 +614,10 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
         if (i < SP_SPAN_LAYOUT_ATTRS) {
             p = sp_put_attr(p, &attrs[i], ascii, layout->key_len[i],
                             layout->str_len[i], layout->any_len[i],
-                            layout->kv_len[i]);
+                            layout->kv_len[i], &high);
         } else {
             sp_attr_sizes(&attrs[i], ascii, &key, &str, &any, &kv);
-            p = sp_put_attr(p, &attrs[i], ascii, key, str, any, kv);
+            p = sp_put_attr(p, &attrs[i], ascii, key, str, any, kv, &high);
         }
     }
     if (s->status_code != SP_STATUS_UNSET) {
@@ -593,6 +632,9 @@ sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
     *p++ = SP_TAG_SPAN_FLAGS1;
     sp_put32(p, 0, flags);
     p += 4;
+    if (high != 0 && !layout->checked) {
+        return 0;   /* taken for ASCII, and it is not */
+    }
     return (size_t)(p - (unsigned char *)dst);
 }
 

@@ -197,7 +197,7 @@ finished_span_record_carries_spec_attributes(void **state)
     size_t          size = sp_region_size(1, 65536);
     size_t          i;
     bool            seen_profiling = false, seen_status = false;
-    bool            seen_address = false;
+    bool            seen_address = false, seen_agent = false;
 
     (void)state;
     mem = aligned_alloc(64, size);
@@ -215,6 +215,8 @@ finished_span_record_carries_spec_attributes(void **state)
     h.status = 503;
     h.server_port = 8080;
     h.server_address = "[::1]"; h.server_address_len = 5;
+    /* not UTF-8: the one-pass ASCII write gives way to the checked one */
+    h.user_agent = "caf\xc3\xa9\xff"; h.user_agent_len = 6;
     h.pid = 1234;
     assert_int_equal(sp_entry_finish(&e, &h, ring), SP_OK);
     assert_int_equal(sp_ring_read(ring, &v), SP_OK);
@@ -237,6 +239,10 @@ finished_span_record_carries_spec_attributes(void **state)
                 == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE
                 && kv->value->bool_value;
         }
+        if (strcmp(kv->key, "user_agent.original") == 0) {
+            seen_agent = strcmp(kv->value->string_value,
+                                "caf\xc3\xa9\xef\xbf\xbd") == 0;
+        }
         if (strcmp(kv->key, "server.address") == 0) {
             /* an IPv6 Host's address without its brackets */
             seen_address = strcmp(kv->value->string_value, "::1") == 0;
@@ -251,6 +257,7 @@ finished_span_record_carries_spec_attributes(void **state)
     assert_true(seen_profiling);
     assert_true(seen_status);
     assert_true(seen_address);
+    assert_true(seen_agent);
     /* Not recorded: nothing written. */
     e.recorded = false;
     assert_int_equal(sp_entry_finish(&e, &h, ring), SP_ERR_NOT_FOUND);

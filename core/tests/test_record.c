@@ -504,6 +504,17 @@ span_strings_are_valid_utf8(void **state)
     assert_string_equal(m->attributes[1]->key, "k\xef\xbf\xbd");
     opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
 
+    /* measured without reading the strings: a string that is not ASCII
+     * makes the write give 0, for a measure that reads them */
+    {
+        sp_span_layout l;
+        size_t         ascii_size;
+
+        ascii_size = sp_span_measure_ascii(&s, at, 2, &l);
+        assert_true(ascii_size < n);
+        assert_int_equal(sp_span_write(buf, &s, at, 2, &l), 0);
+    }
+
     /* one non-ASCII byte anywhere in any string takes the checked path */
     at[0].str = "plain";
     at[0].str_len = 5;
@@ -515,6 +526,31 @@ span_strings_are_valid_utf8(void **state)
     m = decode_span(n, &v);
     assert_string_equal(m->name, "GET /\xc3\xa9");
     opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+
+    /* all ASCII: one pass, the same bytes as the measure that reads */
+    {
+        sp_span_layout l;
+        static unsigned char other[4096];
+
+        s.name = "GET /plain";
+        s.name_len = 10;
+        s.tracestate = NULL;
+        s.tracestate_len = 0;
+        n = encode_span(&s, at, 2);
+        assert_int_equal(sp_span_measure_ascii(&s, at, 2, &l), n);
+        assert_int_equal(sp_span_write(other, &s, at, 2, &l), n);
+        assert_memory_equal(other, buf, n);
+        /* a high byte in any string, at either end, is noticed */
+        for (size_t k = 0; k < 10; k++) {
+            char name[10];
+
+            memcpy(name, "GET /plain", 10);
+            name[k] = (char)0xe9;
+            s.name = name;
+            sp_span_measure_ascii(&s, at, 2, &l);
+            assert_int_equal(sp_span_write(other, &s, at, 2, &l), 0);
+        }
+    }
 }
 
 static char long_text[SP_TRACESTATE_MAX_LEN + 100];
