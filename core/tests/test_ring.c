@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1230,6 +1231,9 @@ spawn_sleeper(void)
 
     assert_true(pid >= 0);
     if (pid == 0) {
+        /* A failed assertion ends the test without end_child: the
+         * sleeper goes with it instead of holding the output pipe open. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (;;) {
             pause();
         }
