@@ -5,11 +5,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sp_test.h"
+#include "sp_test_child.h"
 #include "sp_config.h"
 #include "sp_exporter.h"
 #include "sp_otlp_json.h"
@@ -152,33 +152,6 @@ static void
 write_span(fixture *f, uint8_t n)
 {
     write_span_to(f->ring, n);
-}
-
-/* A live process to own a ring; it dies with the test, even one failed
- * before end_child (it would hold the test's output open). */
-static pid_t
-spawn_sleeper(void)
-{
-    pid_t parent = getpid(), pid = fork();
-
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) {
-            _exit(0);
-        }
-        for (;;) {
-            pause();
-        }
-    }
-    return pid;
-}
-
-static void
-end_child(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
 }
 
 static uint64_t

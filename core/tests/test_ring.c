@@ -11,12 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "sp_test.h"
+#include "sp_test_child.h"
 #include "sp_ring.h"
 
 #define REGION_HEAD 128
@@ -1223,30 +1223,6 @@ concurrent_threads_and_signal_handlers(void **state)
 }
 
 /* ---- slots: claim, release, reclaim */
-
-static pid_t
-spawn_sleeper(void)
-{
-    pid_t pid = fork();
-
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        /* A failed assertion ends the test without end_child: the
-         * sleeper goes with it instead of holding the output pipe open. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        for (;;) {
-            pause();
-        }
-    }
-    return pid;
-}
-
-static void
-end_child(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
 
 static void
 claim_is_by_pid_and_idempotent(void **state)
