@@ -1292,7 +1292,7 @@ sp_exporter_step(sp_exporter_loop *e)
             if (sp_ring_read(ring, &v) != SP_OK) {
                 break;
             }
-            bytes += (SP_RING_HEADER_SIZE + v.len + 7) & ~(size_t)7;
+            bytes += sp_record_ring_bytes(&v);
             sp_record_take(e, &v);
             sp_ring_consume(ring, &v);
         }

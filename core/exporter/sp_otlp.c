@@ -301,9 +301,10 @@ typedef struct sp_ob_item {
     size_t       mark;
 } sp_ob_item;
 
+/* Where a record of worker pid goes, and what to take back if it fails. */
 static sp_status
-sp_ob_item_begin(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
-                 sp_ob_item *it)
+sp_ob_item_open(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
+                sp_ob_item *it)
 {
     sp_status rc;
 
@@ -313,8 +314,20 @@ sp_ob_item_begin(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
     }
     it->start = it->g->items.len;
     it->before = sp_ob_group_size(b, it->g);
-    it->mark = sp_pb_begin(&it->g->items, OF_SCOPE_ITEM);
     return SP_OK;
+}
+
+/* A record encoded field by field: its length is filled in at the end. */
+static sp_status
+sp_ob_item_begin(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
+                 sp_ob_item *it)
+{
+    sp_status rc = sp_ob_item_open(b, res, pid, it);
+
+    if (rc == SP_OK) {
+        it->mark = sp_pb_begin(&it->g->items, OF_SCOPE_ITEM);
+    }
+    return rc;
 }
 
 /* Counts the record written (rc SP_OK), or takes it back out (and its
@@ -755,42 +768,24 @@ sp_otlp_span_check(const sp_otlp_traces *t, const sp_span_record *s,
     return SP_OK;
 }
 
-/* Span bytes: ScopeSpans.spans is field 2, one-byte tag. */
-#define SP_SCOPE_ITEM_TAG ((uint8_t)((OF_SCOPE_ITEM << 3) | 2))
-
 sp_status
 sp_otlp_traces_add_span(sp_otlp_traces *t, const sp_resource *res,
                         const sp_span_view *v)
 {
     sp_ob_item it;
-    sp_buf    *b;
-    uint8_t   *p;
-    size_t     total;
-    uint64_t   len;
     sp_status  rc;
 
     if (t == NULL || v == NULL || v->otlp == NULL) {
         return SP_ERR_INVALID;
     }
-    total = 1 + sp_pb_varint_size(v->otlp_len) + v->otlp_len;
-    rc = sp_ob_group_get(&t->batch, res, v->pid, &it.g, &it.created);
+    rc = sp_ob_item_open(&t->batch, res, v->pid, &it);
     if (rc != SP_OK) {
         return rc;
     }
-    b = &it.g->items;
-    it.start = b->len;
-    it.before = sp_ob_group_size(&t->batch, it.g);
-    if ((rc = sp_buf_reserve(b, total)) == SP_OK) {
-        p = b->data + b->len;
-        *p++ = SP_SCOPE_ITEM_TAG;
-        for (len = v->otlp_len; len >= 0x80; len >>= 7) {
-            *p++ = (uint8_t)(len | 0x80);
-        }
-        *p++ = (uint8_t)len;
-        memcpy(p, v->otlp, v->otlp_len);
-        b->len += total;
-    }
-    return sp_ob_item_close(&t->batch, &it, rc);
+    /* the span's length is known: no length to fill in afterwards */
+    return sp_ob_item_close(&t->batch, &it,
+                            sp_pb_bytes(&it.g->items, OF_SCOPE_ITEM,
+                                        v->otlp, v->otlp_len));
 }
 
 sp_status

@@ -92,6 +92,14 @@ typedef struct sp_record_view {
     uint64_t    next;   /* private to the ring */
 } sp_record_view;
 
+/* The ring bytes a record read takes (header, the body reserved, padding):
+ * what consuming it gives back to the writers. */
+static inline size_t
+sp_record_ring_bytes(const sp_record_view *v)
+{
+    return (size_t)(v->next - v->pos);
+}
+
 typedef struct sp_ring_counters {
     uint64_t written;       /* records committed (writers) */
     uint64_t dropped_full;  /* records dropped: no room (writers) */

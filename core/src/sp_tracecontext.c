@@ -191,8 +191,8 @@ sp_traceparent_parse(const char *s, size_t len, sp_span_context *out)
     return SP_TRACEPARENT_OK;
 }
 
-/* Inline, not through sp_hex_format: an exported function is called
- * through the PLT and cannot be inlined under -fPIC. */
+/* The ids' sizes are fixed: written with hex8, without sp_hex_format's
+ * loops. */
 size_t
 sp_traceparent_format(const sp_span_context *ctx,
                       char out[SP_TRACEPARENT_SIZE])
