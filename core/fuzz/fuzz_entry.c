@@ -138,6 +138,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h.path = field(&p, end, &h.path_len);
     h.route = h.path;
     h.route_len = h.path_len;
+    h.query = field(&p, end, &h.query_len);
+    h.server_address = field(&p, end, &h.server_address_len);
+    h.user_agent = field(&p, end, &h.user_agent_len);
     h.status = 200;
     h.pid = 1;
 

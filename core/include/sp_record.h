@@ -149,39 +149,6 @@ SP_API size_t sp_span_size(const sp_span_record *s,
 SP_API size_t sp_span_encode(void *dst, const sp_span_record *s,
     const sp_span_attr *attrs, uint16_t attr_count);
 
-/*
- * The same in two steps, for a writer that reserves the size first: the
- * layout measure computes is what write needs, so the span's strings are
- * looked at once (a span record is written for every traced request).
- * sp_span_measure_ascii does not read the strings at all: it takes them
- * for ASCII, as nearly all are, and sp_span_write checks that as it
- * copies them; when one is not, write returns 0 and the span must be
- * measured with sp_span_measure and written again.
- */
-typedef struct sp_span_layout {
-    size_t   size;              /* of the record: what write returns */
-    size_t   span_len;          /* of the Span message in it */
-    bool     ascii;             /* every string ASCII: copied as it is */
-    bool     checked;           /* the strings were read to know it */
-    size_t   name_len;          /* as written */
-    size_t   tracestate_len;
-    /* The first attributes' sizes as written (key, string value, AnyValue
-     * and KeyValue bodies): write computes the others again. */
-#define SP_SPAN_LAYOUT_ATTRS 24
-    uint16_t key_len[SP_SPAN_LAYOUT_ATTRS];
-    uint16_t str_len[SP_SPAN_LAYOUT_ATTRS];
-    uint16_t any_len[SP_SPAN_LAYOUT_ATTRS];
-    uint16_t kv_len[SP_SPAN_LAYOUT_ATTRS];
-} sp_span_layout;
-
-SP_API size_t sp_span_measure(const sp_span_record *s,
-    const sp_span_attr *attrs, uint16_t attr_count, sp_span_layout *out);
-SP_API size_t sp_span_measure_ascii(const sp_span_record *s,
-    const sp_span_attr *attrs, uint16_t attr_count, sp_span_layout *out);
-SP_API size_t sp_span_write(void *dst, const sp_span_record *s,
-    const sp_span_attr *attrs, uint16_t attr_count,
-    const sp_span_layout *layout);
-
 SP_API size_t sp_objects_size(const sp_object *objects, uint16_t count);
 SP_API size_t sp_objects_encode(void *dst, uint32_t pid,
     uint32_t generation, const sp_object *objects, uint16_t count);

@@ -4,11 +4,11 @@
 #include "sp_entry.h"
 #include "sp_baggage.h"
 #include "sp_record.h"
+#include "sp_span_put.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define SP_ENTRY_MAX_ATTRS 16
 
 static uint64_t
 sp_realtime_ns(void)
@@ -145,36 +145,6 @@ sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
     }
 }
 
-static void
-sp_attr_string(sp_span_attr *a, uint16_t *n, const char *key,
-               const char *v, size_t len)
-{
-    if (v == NULL || len == 0 || *n >= SP_ENTRY_MAX_ATTRS) {
-        return;
-    }
-    a[*n].key = key;
-    a[*n].key_len = strlen(key);
-    a[*n].type = SP_VALUE_STRING;
-    a[*n].str = v;
-    a[*n].str_len = len > SP_SPAN_STRING_MAX ? SP_SPAN_STRING_MAX : len;
-    (*n)++;
-}
-
-static void
-sp_attr_int(sp_span_attr *a, uint16_t *n, const char *key, int64_t v,
-            uint8_t type)
-{
-    if (*n >= SP_ENTRY_MAX_ATTRS) {
-        return;
-    }
-    memset(&a[*n], 0, sizeof(a[*n]));
-    a[*n].key = key;
-    a[*n].key_len = strlen(key);
-    a[*n].type = type;
-    a[*n].integer = v;
-    (*n)++;
-}
-
 /* Appends what fits of s to out (of cap bytes, len used); the new length. */
 static size_t
 sp_append(char *out, size_t cap, size_t len, const char *s, size_t n)
@@ -202,20 +172,132 @@ sp_span_name(char *out, size_t size, const sp_entry_http *h)
     return len;
 }
 
+/* An attribute key: a constant, so its length is one too. */
+#define SP_KEY(k) k, sizeof(k) - 1
+
+/* The longest key below, and how many attributes an entry span has. */
+#define SP_ENTRY_KEY_MAX    32
+#define SP_ENTRY_ATTRS      13
+
+/* Room on the stack for the span of nearly every request: one whose
+ * strings need more (SP_SPAN_TEXT_MAX) is written into the heap. */
+#define SP_ENTRY_STACK_ROOM 8192
+
+static size_t
+sp_value_len(const char *v, size_t len)
+{
+    return v != NULL ? sp_cut(v, len, SP_SPAN_STRING_MAX) : 0;
+}
+
+/* An entry's values once cut, and the most their span can take. */
+typedef struct sp_entry_text {
+    size_t method, path, query, scheme, route, server, client, peer,
+           protocol, user_agent;
+    size_t max;
+} sp_entry_text;
+
+static void
+sp_entry_text_cut(const sp_entry_http *h, const char *server,
+    size_t server_len, const sp_span_record *rec, sp_entry_text *t)
+{
+    t->method = sp_value_len(h->method, h->method_len);
+    t->path = sp_value_len(h->path, h->path_len);
+    t->query = sp_value_len(h->query, h->query_len);
+    t->scheme = sp_value_len(h->scheme, h->scheme_len);
+    t->route = sp_value_len(h->route, h->route_len);
+    t->server = sp_value_len(server, server_len);
+    t->client = sp_value_len(h->client_address, h->client_address_len);
+    t->peer = sp_value_len(h->peer_address, h->peer_address_len);
+    t->protocol = sp_value_len(h->protocol_version,
+                               h->protocol_version_len);
+    t->user_agent = sp_value_len(h->user_agent, h->user_agent_len);
+    t->max = SP_SPAN_FIXED_MAX
+             + SP_SPAN_TEXT_MAX(rec->name_len)
+             + SP_SPAN_TEXT_MAX(sp_tracestate_len(rec))
+             + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA
+                                 + SP_SPAN_TEXT_MAX(SP_ENTRY_KEY_MAX)
+                                 + SP_SPAN_TEXT_MAX(0))
+             + 3 * (t->method + t->path + t->query + t->scheme + t->route
+                    + t->server + t->client + t->peer + t->protocol
+                    + t->user_agent);
+}
+
+/*
+ * The span record, into dst of t->max bytes; its length. The attributes
+ * are written here with their keys as constants, in the order of SPEC 2
+ * (sp_span_put.h says why).
+ */
+static size_t
+sp_entry_span_write(unsigned char *dst, const sp_entry *e,
+    const sp_entry_http *h, const char *server, const sp_span_record *rec,
+    const sp_entry_text *t)
+{
+    unsigned char *p = sp_put_span_head(dst, rec);
+
+    if (t->method > 0) {
+        p = sp_put_attr_string(p, SP_KEY("http.request.method"), h->method,
+                               t->method);
+    }
+    if (t->path > 0) {
+        p = sp_put_attr_string(p, SP_KEY("url.path"), h->path, t->path);
+    }
+    if (t->query > 0) {
+        p = sp_put_attr_string(p, SP_KEY("url.query"), h->query, t->query);
+    }
+    if (t->scheme > 0) {
+        p = sp_put_attr_string(p, SP_KEY("url.scheme"), h->scheme,
+                               t->scheme);
+    }
+    if (h->status > 0) {
+        p = sp_put_attr_number(p, SP_KEY("http.response.status_code"),
+                               SP_VALUE_INT, h->status);
+    }
+    if (t->route > 0) {
+        p = sp_put_attr_string(p, SP_KEY("http.route"), h->route,
+                               t->route);
+    }
+    if (t->server > 0) {
+        p = sp_put_attr_string(p, SP_KEY("server.address"), server,
+                               t->server);
+    }
+    if (h->server_port > 0) {
+        p = sp_put_attr_number(p, SP_KEY("server.port"), SP_VALUE_INT,
+                               h->server_port);
+    }
+    if (t->client > 0) {
+        p = sp_put_attr_string(p, SP_KEY("client.address"),
+                               h->client_address, t->client);
+    }
+    if (t->peer > 0) {
+        p = sp_put_attr_string(p, SP_KEY("network.peer.address"),
+                               h->peer_address, t->peer);
+    }
+    if (t->protocol > 0) {
+        p = sp_put_attr_string(p, SP_KEY("network.protocol.version"),
+                               h->protocol_version, t->protocol);
+    }
+    if (t->user_agent > 0) {
+        p = sp_put_attr_string(p, SP_KEY("user_agent.original"),
+                               h->user_agent, t->user_agent);
+    }
+    if (e->selection.profiled) {
+        p = sp_put_attr_number(p, SP_KEY("splunk.snapshot.profiling"),
+                               SP_VALUE_BOOL, 1);
+    }
+    p = sp_put_span_tail(p, rec);
+    return (size_t)(p - dst);
+}
+
 sp_status
 sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
 {
-    sp_span_attr   attrs[SP_ENTRY_MAX_ATTRS];
     sp_span_record rec;
-    sp_span_layout layout;
-    sp_ring_token  tok;
+    sp_entry_text  t;
     char           name[SP_SPAN_STRING_MAX];
+    unsigned char  room[SP_ENTRY_STACK_ROOM], *dst = room;
     const char    *server;
-    size_t         server_len;
-    uint16_t       n = 0;
-    size_t         size;
-    void          *dst;
-    size_t         len;
+    size_t         server_len, len;
+    sp_status      rc;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
@@ -235,34 +317,6 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
         server_len -= 2;
     }
 
-    sp_attr_string(attrs, &n, "http.request.method", h->method,
-                   h->method_len);
-    sp_attr_string(attrs, &n, "url.path", h->path, h->path_len);
-    sp_attr_string(attrs, &n, "url.query", h->query, h->query_len);
-    sp_attr_string(attrs, &n, "url.scheme", h->scheme, h->scheme_len);
-    if (h->status > 0) {
-        sp_attr_int(attrs, &n, "http.response.status_code", h->status,
-                    SP_VALUE_INT);
-    }
-    sp_attr_string(attrs, &n, "http.route", h->route, h->route_len);
-    sp_attr_string(attrs, &n, "server.address", server, server_len);
-    if (h->server_port > 0) {
-        sp_attr_int(attrs, &n, "server.port", h->server_port, SP_VALUE_INT);
-    }
-    sp_attr_string(attrs, &n, "client.address", h->client_address,
-                   h->client_address_len);
-    sp_attr_string(attrs, &n, "network.peer.address", h->peer_address,
-                   h->peer_address_len);
-    sp_attr_string(attrs, &n, "network.protocol.version",
-                   h->protocol_version, h->protocol_version_len);
-    sp_attr_string(attrs, &n, "user_agent.original", h->user_agent,
-                   h->user_agent_len);
-    if (e->selection.profiled) {
-        sp_attr_int(attrs, &n, "splunk.snapshot.profiling", 1,
-                    SP_VALUE_BOOL);
-    }
-
-    memset(&rec, 0, sizeof(rec));
     memcpy(rec.trace_id, e->ctx.trace_id, 16);
     memcpy(rec.span_id, e->ctx.span_id, 8);
     memcpy(rec.parent_span_id, e->parent_span_id, 8);
@@ -277,23 +331,19 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
     rec.tracestate = e->tracestate;
     rec.tracestate_len = e->tracestate != NULL ? e->tracestate_len : 0;
 
-    /* Written as ASCII, which nearly every request is, in one pass; a
-     * string that is not takes a measure that reads them all. */
-    size = sp_span_measure_ascii(&rec, attrs, n, &layout);
-    dst = sp_ring_reserve(ring, SP_RECORD_SPAN, size, &tok);
-    if (dst == NULL) {
-        return SP_ERR_NOMEM;
-    }
-    len = sp_span_write(dst, &rec, attrs, n, &layout);
-    if (len == 0) {
-        sp_ring_cancel(ring, &tok);
-        size = sp_span_measure(&rec, attrs, n, &layout);
-        dst = sp_ring_reserve(ring, SP_RECORD_SPAN, size, &tok);
+    /* Written once, then copied into the ring: its size is known only
+     * once its strings are (see sp_span_put.h). */
+    sp_entry_text_cut(h, server, server_len, &rec, &t);
+    if (t.max > sizeof(room)) {
+        dst = malloc(t.max);
         if (dst == NULL) {
             return SP_ERR_NOMEM;
         }
-        len = sp_span_write(dst, &rec, attrs, n, &layout);
     }
-    sp_ring_commit(ring, &tok, len);
-    return SP_OK;
+    len = sp_entry_span_write(dst, e, h, server, &rec, &t);
+    rc = sp_ring_write(ring, SP_RECORD_SPAN, dst, len);
+    if (dst != room) {
+        free(dst);
+    }
+    return rc;
 }

@@ -54,13 +54,13 @@
 #include "sp_copy.h"
 #include "sp_record.h"
 #include "sp_tracecontext.h"
+#include "sp_span_put.h"
 #include "sp_utf8.h"
 
 #define SP_SAMPLE_HEAD          72
 #define SP_SAMPLE_TRUNCATED     0x01
 #define SP_SAMPLE_HAS_SPAN      0x02
 
-#define SP_SPAN_HEAD            8
 #define SP_SPAN_KIND_MAX        5   /* CONSUMER */
 
 #define SP_OBJECTS_HEAD         16
@@ -142,35 +142,6 @@ sp_all_zero(const unsigned char *p, size_t len)
         }
     }
     return true;
-}
-
-/*
- * The length s[0..len) keeps when cut to max bytes. The cut never splits a
- * UTF-8 sequence, so what reaches OTLP's string fields stays valid UTF-8 if
- * it was: it backs off over at most three continuation bytes.
- */
-static size_t
-sp_cut(const char *s, size_t len, size_t max)
-{
-    size_t back = 0;
-
-    if (len <= max) {
-        return len;
-    }
-    len = max;
-    while (len > 0 && back < 3 && ((unsigned char)s[len] & 0xC0) == 0x80) {
-        len--;
-        back++;
-    }
-    return len;
-}
-
-/* A cut tracestate would not be valid: too long means none at all. */
-static size_t
-sp_tracestate_len(const sp_span_record *s)
-{
-    return s->tracestate_len <= SP_TRACESTATE_MAX_LEN ? s->tracestate_len
-                                                      : 0;
 }
 
 /* ---- samples */
@@ -281,281 +252,67 @@ sp_sample_decode(const void *body, size_t len, sp_sample *out)
 
 /* ---- spans: an OTLP Span message, written where the worker records it */
 
-/*
- * Tags (field << 3 | wire type) of opentelemetry.proto.trace.v1.Span and
- * of the messages inside it. Span.flags is field 16: two bytes of tag.
- */
-#define SP_TAG_SPAN_TRACE_ID    0x0a
-#define SP_TAG_SPAN_SPAN_ID     0x12
-#define SP_TAG_SPAN_TRACE_STATE 0x1a
-#define SP_TAG_SPAN_PARENT      0x22
-#define SP_TAG_SPAN_NAME        0x2a
-#define SP_TAG_SPAN_KIND        0x30
-#define SP_TAG_SPAN_START       0x39
-#define SP_TAG_SPAN_END         0x41
-#define SP_TAG_SPAN_ATTR        0x4a
-#define SP_TAG_SPAN_STATUS      0x7a
-#define SP_TAG_SPAN_FLAGS0      0x85
-#define SP_TAG_SPAN_FLAGS1      0x01
-#define SP_TAG_STATUS_CODE      0x18
-#define SP_TAG_KV_KEY           0x0a
-#define SP_TAG_KV_VALUE         0x12
-#define SP_TAG_ANY_STRING       0x0a
-#define SP_TAG_ANY_BOOL         0x10
-#define SP_TAG_ANY_INT          0x18
-
-/* Span.flags: bits 0-7 the W3C trace flags, then whether the parent is
- * known to be remote, and whether it is. */
-#define SP_SPAN_FLAGS_HAS_IS_REMOTE 0x100u
-#define SP_SPAN_FLAGS_IS_REMOTE     0x200u
-
-static inline size_t
-sp_varint_size(uint64_t v)
-{
-    size_t n = 3;
-
-    /* lengths here are nearly all under 128, the rest under 16384 */
-    if (v < 0x80) {
-        return 1;
-    }
-    if (v < 0x4000) {
-        return 2;
-    }
-    v >>= 21;
-    while (v != 0) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static inline unsigned char *
-sp_put_varint(unsigned char *p, uint64_t v)
-{
-    if (v < 0x80) {
-        *p = (unsigned char)v;
-        return p + 1;
-    }
-    while (v >= 0x80) {
-        *p++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (unsigned char)v;
-    return p;
-}
-
-/* Bytes of a length-delimited field with a one-byte tag. */
-static inline size_t
-sp_field_size(size_t body)
-{
-    return 1 + sp_varint_size(body) + body;
-}
-
-/* OR of every byte's high bit: one pass tells whether s is ASCII. */
-static inline uint64_t
-sp_high_bits(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    uint64_t             acc = 0;
-    size_t               i;
-
-    for (i = 0; i + 8 <= len; i += 8) {
-        acc |= sp_get64(p, i);
-    }
-    if (len >= 8 && i < len) {
-        acc |= sp_get64(p, len - 8);    /* the tail, overlapping */
-    } else {
-        for (; i < len; i++) {
-            acc |= p[i];
-        }
-    }
-    return acc & 0x8080808080808080ull;
-}
-
-/* The bytes a string takes in the span: cut to its limit, then made
- * valid UTF-8 (which only a string with a byte over 0x7F can need). */
+/* A string's bytes in the span once repaired; len is already cut. */
 static size_t
-sp_text_size(const char *s, size_t len, size_t max, bool ascii)
+sp_text_size(const char *s, size_t len)
 {
-    len = sp_cut(s, len, max);
-    return ascii ? len : sp_utf8_repaired_len(s, len);
+    return sp_utf8_repaired_len(s, len);
 }
 
-/*
- * Copies len bytes and gives the high bits of what it copied: the words
- * a copy loads anyway tell whether the string was ASCII, so a span
- * measured without reading its strings is checked as it is written.
- */
-static inline uint64_t
-sp_copy_ascii(unsigned char *d, const char *src, size_t len)
+unsigned char *
+sp_put_text_repaired(unsigned char *p, uint8_t tag, const char *s,
+    size_t len)
 {
-    const unsigned char *s = (const unsigned char *)src;
-    uint64_t             a, b;
-    uint32_t             x, y;
-    size_t               i;
+    size_t n = sp_text_size(s, len);
 
-    if (len >= 8) {
-        b = 0;
-        for (i = 0; i + 8 < len; i += 8) {
-            memcpy(&a, s + i, 8);
-            memcpy(d + i, &a, 8);
-            b |= a;
-        }
-        memcpy(&a, s + len - 8, 8);
-        memcpy(d + len - 8, &a, 8);
-        return (a | b) & 0x8080808080808080ull;
-    }
-    if (len >= 4) {
-        memcpy(&x, s, 4);
-        memcpy(&y, s + len - 4, 4);
-        memcpy(d, &x, 4);
-        memcpy(d + len - 4, &y, 4);
-        return (x | y) & 0x80808080u;
-    }
-    if (len > 0) {
-        d[0] = s[0];
-        d[len / 2] = s[len / 2];
-        d[len - 1] = s[len - 1];
-        return (s[0] | s[len / 2] | s[len - 1]) & 0x80u;
-    }
-    return 0;
-}
-
-/* Writes the string whose size sp_text_size gave as out_len; *high gets
- * the high bits of an ASCII span's strings. */
-static inline __attribute__((always_inline)) unsigned char *
-sp_put_text(unsigned char *p, uint8_t tag, const char *s, size_t len,
-    size_t max, size_t out_len, bool ascii, uint64_t *high)
-{
     *p++ = tag;
-    p = sp_put_varint(p, out_len);
-    if (ascii) {
-        *high |= sp_copy_ascii(p, s, out_len);
-    } else {
-        sp_utf8_repair(p, s, sp_cut(s, len, max));
-    }
-    return p + out_len;
+    p = sp_put_varint(p, n);
+    sp_utf8_repair(p, s, len);
+    return p + n;
 }
 
-/* The sizes of one attribute's parts, as sp_put_attr writes them. */
-static inline __attribute__((always_inline)) void
-sp_attr_sizes(const sp_span_attr *a, bool ascii, uint16_t *key,
-    uint16_t *str, uint16_t *any, uint16_t *kv)
+/* The sizes of one attribute's parts (key, string value, AnyValue and
+ * KeyValue bodies) as sp_put_attr_repaired writes them. */
+static void
+sp_attr_sizes(const sp_span_attr *a, size_t *key, size_t *str, size_t *any,
+    size_t *kv)
 {
-    size_t k, v = 0, n;
-
-    k = sp_text_size(a->key, a->key_len, SP_SPAN_STRING_MAX, ascii);
+    *key = sp_text_size(a->key, sp_cut(a->key, a->key_len,
+                                       SP_SPAN_STRING_MAX));
+    *str = 0;
     switch (a->type) {
     case SP_VALUE_STRING:
-        v = sp_text_size(a->str, a->str_len, SP_SPAN_STRING_MAX, ascii);
-        n = sp_field_size(v);
+        *str = sp_text_size(a->str, sp_cut(a->str, a->str_len,
+                                           SP_SPAN_STRING_MAX));
+        *any = sp_field_size(*str);
         break;
     case SP_VALUE_BOOL:
-        n = 2;
+        *any = 2;
         break;
     default:
-        n = 1 + sp_varint_size((uint64_t)a->integer);
+        *any = 1 + sp_varint_size((uint64_t)a->integer);
         break;
     }
-    *key = (uint16_t)k;
-    *str = (uint16_t)v;
-    *any = (uint16_t)n;
-    *kv = (uint16_t)(sp_field_size(k) + sp_field_size(n));
+    *kv = sp_field_size(*key) + sp_field_size(*any);
 }
 
-static bool
-sp_span_has_parent(const sp_span_record *s)
+unsigned char *
+sp_put_attr_repaired(unsigned char *p, const sp_span_attr *a)
 {
-    return !sp_all_zero(s->parent_span_id, 8);
-}
+    size_t key, str, any, kv;
 
-/* Every size of the span, its strings taken as ASCII or not. */
-static size_t
-sp_span_sizes(const sp_span_record *s, const sp_span_attr *attrs,
-    uint16_t attr_count, bool ascii, sp_span_layout *out)
-{
-    uint16_t i, key, str, any, kv;
-    size_t   size, ts_len = sp_tracestate_len(s);
-
-    out->ascii = ascii;
-    out->name_len = sp_text_size(s->name, s->name_len, SP_SPAN_STRING_MAX,
-                                 ascii);
-    out->tracestate_len = sp_text_size(s->tracestate, ts_len,
-                                       SP_TRACESTATE_MAX_LEN, ascii);
-    size = 2 + 16 + 2 + 8 + 9 + 9 + 6 + sp_field_size(out->name_len);
-    for (i = 0; i < attr_count; i++) {
-        sp_attr_sizes(&attrs[i], ascii, &key, &str, &any, &kv);
-        if (i < SP_SPAN_LAYOUT_ATTRS) {
-            out->key_len[i] = key;
-            out->str_len[i] = str;
-            out->any_len[i] = any;
-            out->kv_len[i] = kv;
-        }
-        size += sp_field_size(kv);
-    }
-    if (ts_len > 0) {
-        size += sp_field_size(out->tracestate_len);
-    }
-    if (sp_span_has_parent(s)) {
-        size += 2 + 8;
-    }
-    if (s->kind != 0) {
-        size += 1 + sp_varint_size(s->kind);
-    }
-    if (s->status_code != SP_STATUS_UNSET) {
-        size += 2 + 1 + sp_varint_size(s->status_code);
-    }
-    out->span_len = size;
-    out->size = SP_SPAN_HEAD + size;
-    return out->size;
-}
-
-size_t
-sp_span_measure(const sp_span_record *s, const sp_span_attr *attrs,
-    uint16_t attr_count, sp_span_layout *out)
-{
-    uint64_t high;
-    uint16_t i;
-
-    high = sp_high_bits(s->name, sp_cut(s->name, s->name_len,
-                                        SP_SPAN_STRING_MAX))
-           | sp_high_bits(s->tracestate, sp_tracestate_len(s));
-    for (i = 0; i < attr_count; i++) {
-        high |= sp_high_bits(attrs[i].key,
-                             sp_cut(attrs[i].key, attrs[i].key_len,
-                                    SP_SPAN_STRING_MAX));
-        if (attrs[i].type == SP_VALUE_STRING) {
-            high |= sp_high_bits(attrs[i].str,
-                                 sp_cut(attrs[i].str, attrs[i].str_len,
-                                        SP_SPAN_STRING_MAX));
-        }
-    }
-    out->checked = true;
-    return sp_span_sizes(s, attrs, attr_count, high == 0, out);
-}
-
-size_t
-sp_span_measure_ascii(const sp_span_record *s, const sp_span_attr *attrs,
-    uint16_t attr_count, sp_span_layout *out)
-{
-    out->checked = false;
-    return sp_span_sizes(s, attrs, attr_count, true, out);
-}
-
-static inline __attribute__((always_inline)) unsigned char *
-sp_put_attr(unsigned char *p, const sp_span_attr *a, bool ascii,
-    uint16_t key, uint16_t str, uint16_t any, uint16_t kv, uint64_t *high)
-{
+    sp_attr_sizes(a, &key, &str, &any, &kv);
     *p++ = SP_TAG_SPAN_ATTR;
     p = sp_put_varint(p, kv);
-    p = sp_put_text(p, SP_TAG_KV_KEY, a->key, a->key_len,
-                    SP_SPAN_STRING_MAX, key, ascii, high);
+    p = sp_put_text_repaired(p, SP_TAG_KV_KEY, a->key,
+                             sp_cut(a->key, a->key_len, SP_SPAN_STRING_MAX));
     *p++ = SP_TAG_KV_VALUE;
     p = sp_put_varint(p, any);
     switch (a->type) {
     case SP_VALUE_STRING:
-        return sp_put_text(p, SP_TAG_ANY_STRING, a->str, a->str_len,
-                           SP_SPAN_STRING_MAX, str, ascii, high);
+        return sp_put_text_repaired(p, SP_TAG_ANY_STRING, a->str,
+                                    sp_cut(a->str, a->str_len,
+                                           SP_SPAN_STRING_MAX));
     case SP_VALUE_BOOL:
         *p++ = SP_TAG_ANY_BOOL;
         *p++ = a->integer != 0 ? 1 : 0;
@@ -567,94 +324,62 @@ sp_put_attr(unsigned char *p, const sp_span_attr *a, bool ascii,
 }
 
 size_t
-sp_span_write(void *dst, const sp_span_record *s, const sp_span_attr *attrs,
-    uint16_t attr_count, const sp_span_layout *layout)
-{
-    unsigned char *p = dst;
-    uint64_t       high = 0;
-    uint32_t       flags;
-    uint16_t       i, key, str, any, kv;
-    bool           ascii = layout->ascii, has_parent = sp_span_has_parent(s);
-
-    sp_put32(p, 0, s->pid);
-    sp_put32(p, 4, 0);
-    p += SP_SPAN_HEAD;
-    *p++ = SP_TAG_SPAN_TRACE_ID;
-    *p++ = 16;
-    memcpy(p, s->trace_id, 16);
-    p += 16;
-    *p++ = SP_TAG_SPAN_SPAN_ID;
-    *p++ = 8;
-    memcpy(p, s->span_id, 8);
-    p += 8;
-    if (sp_tracestate_len(s) > 0) {
-        p = sp_put_text(p, SP_TAG_SPAN_TRACE_STATE, s->tracestate,
-                        sp_tracestate_len(s), SP_TRACESTATE_MAX_LEN,
-                        layout->tracestate_len, ascii, &high);
-    }
-    if (has_parent) {
-        *p++ = SP_TAG_SPAN_PARENT;
-        *p++ = 8;
-        memcpy(p, s->parent_span_id, 8);
-        p += 8;
-    }
-    p = sp_put_text(p, SP_TAG_SPAN_NAME, s->name, s->name_len,
-                    SP_SPAN_STRING_MAX, layout->name_len, ascii, &high);
-    if (s->kind != 0) {
-        *p++ = SP_TAG_SPAN_KIND;
-        p = sp_put_varint(p, s->kind);
-    }
-    *p++ = SP_TAG_SPAN_START;
-    sp_put64(p, 0, s->start_ns);
-    p += 8;
-    *p++ = SP_TAG_SPAN_END;
-    sp_put64(p, 0, s->end_ns);
-    p += 8;
-    for (i = 0; i < attr_count; i++) {
-        if (i < SP_SPAN_LAYOUT_ATTRS) {
-            p = sp_put_attr(p, &attrs[i], ascii, layout->key_len[i],
-                            layout->str_len[i], layout->any_len[i],
-                            layout->kv_len[i], &high);
-        } else {
-            sp_attr_sizes(&attrs[i], ascii, &key, &str, &any, &kv);
-            p = sp_put_attr(p, &attrs[i], ascii, key, str, any, kv, &high);
-        }
-    }
-    if (s->status_code != SP_STATUS_UNSET) {
-        *p++ = SP_TAG_SPAN_STATUS;
-        *p++ = (unsigned char)(1 + sp_varint_size(s->status_code));
-        *p++ = SP_TAG_STATUS_CODE;
-        p = sp_put_varint(p, s->status_code);
-    }
-    flags = s->trace_flags | SP_SPAN_FLAGS_HAS_IS_REMOTE
-            | (has_parent ? SP_SPAN_FLAGS_IS_REMOTE : 0);
-    *p++ = SP_TAG_SPAN_FLAGS0;
-    *p++ = SP_TAG_SPAN_FLAGS1;
-    sp_put32(p, 0, flags);
-    p += 4;
-    if (high != 0 && !layout->checked) {
-        return 0;   /* taken for ASCII, and it is not */
-    }
-    return (size_t)(p - (unsigned char *)dst);
-}
-
-size_t
 sp_span_size(const sp_span_record *s, const sp_span_attr *attrs,
     uint16_t attr_count)
 {
-    sp_span_layout layout;
+    size_t   size, ts_len = sp_tracestate_len(s), key, str, any, kv;
+    uint16_t i;
 
-    return sp_span_measure(s, attrs, attr_count, &layout);
+    size = SP_SPAN_HEAD + 2 + 16 + 2 + 8 + 9 + 9 + 6
+           + sp_field_size(sp_text_size(s->name,
+                                        sp_cut(s->name, s->name_len,
+                                               SP_SPAN_STRING_MAX)));
+    for (i = 0; i < attr_count; i++) {
+        sp_attr_sizes(&attrs[i], &key, &str, &any, &kv);
+        size += sp_field_size(kv);
+    }
+    if (ts_len > 0) {
+        size += sp_field_size(sp_text_size(s->tracestate, ts_len));
+    }
+    if (sp_span_has_parent(s)) {
+        size += 2 + 8;
+    }
+    if (s->kind != 0) {
+        size += 1 + sp_varint_size(s->kind);
+    }
+    if (s->status_code != SP_STATUS_UNSET) {
+        size += 2 + 1 + sp_varint_size(s->status_code);
+    }
+    return size;
 }
 
 size_t
 sp_span_encode(void *dst, const sp_span_record *s,
     const sp_span_attr *attrs, uint16_t attr_count)
 {
-    sp_span_layout layout;
+    const sp_span_attr *a;
+    unsigned char      *p;
+    uint16_t            i;
 
-    sp_span_measure(s, attrs, attr_count, &layout);
-    return sp_span_write(dst, s, attrs, attr_count, &layout);
+    p = sp_put_span_head(dst, s);
+    for (i = 0; i < attr_count; i++) {
+        a = &attrs[i];
+        if (a->type == SP_VALUE_STRING) {
+            p = sp_put_attr_string(p, a->key,
+                                   sp_cut(a->key, a->key_len,
+                                          SP_SPAN_STRING_MAX),
+                                   a->str,
+                                   sp_cut(a->str, a->str_len,
+                                          SP_SPAN_STRING_MAX));
+        } else {
+            p = sp_put_attr_number(p, a->key,
+                                   sp_cut(a->key, a->key_len,
+                                          SP_SPAN_STRING_MAX),
+                                   a->type, a->integer);
+        }
+    }
+    p = sp_put_span_tail(p, s);
+    return (size_t)(p - (unsigned char *)dst);
 }
 
 /* A varint of at most 5 bytes (lengths here are far below 2^32) at

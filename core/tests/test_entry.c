@@ -265,6 +265,80 @@ finished_span_record_carries_spec_attributes(void **state)
     free(mem);
 }
 
+/*
+ * Strings of every length up to past their limit, each byte one that
+ * repair triples: the span is written in the room its worst case needs
+ * (on the stack, or from the heap past it; ASan sees a byte too far) and
+ * every value arrives whole, as U+FFFD for each byte.
+ */
+static void
+span_of_strings_repaired_to_their_worst_fits(void **state)
+{
+    static char     bad[SP_SPAN_STRING_MAX + 10];
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, true, 0.1);
+    sp_entry        e;
+    sp_entry_http   h;
+    sp_record_view  v;
+    sp_span_view    sv;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+    void           *mem;
+    sp_region      *region;
+    sp_ring        *ring;
+    size_t          size = sp_region_size(1, 1 << 20);
+    size_t          lens[] = { 1, 40, 200, 700, SP_SPAN_STRING_MAX,
+                               SP_SPAN_STRING_MAX + 10 };
+    size_t          i, j, want;
+
+    (void)state;
+    memset(bad, 0xff, sizeof(bad));
+    mem = aligned_alloc(64, size);
+    assert_int_equal(sp_region_init(mem, size, 1, 1 << 20), SP_OK);
+    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
+    ring = sp_region_claim(region, 1234);
+    assert_non_null(ring);
+    for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        want = lens[i] < SP_SPAN_STRING_MAX ? lens[i] : SP_SPAN_STRING_MAX;
+        e = begin(&p, NULL, NULL, "splunk.trace.snapshot.volume=highest");
+        memset(&h, 0, sizeof(h));
+        h.method = bad; h.method_len = lens[i];
+        h.route = bad; h.route_len = lens[i];
+        h.path = bad; h.path_len = lens[i];
+        h.query = bad; h.query_len = lens[i];
+        h.scheme = bad; h.scheme_len = lens[i];
+        h.server_address = bad; h.server_address_len = lens[i];
+        h.client_address = bad; h.client_address_len = lens[i];
+        h.peer_address = bad; h.peer_address_len = lens[i];
+        h.protocol_version = bad; h.protocol_version_len = lens[i];
+        h.user_agent = bad; h.user_agent_len = lens[i];
+        h.status = 200;
+        h.server_port = 65535;
+        h.pid = 1234;
+        assert_int_equal(sp_entry_finish(&e, &h, ring), SP_OK);
+        assert_int_equal(sp_ring_read(ring, &v), SP_OK);
+        assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
+        m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
+                                                          sv.otlp);
+        assert_non_null(m);
+        assert_int_equal(m->n_attributes, 13);
+        for (j = 0; j < m->n_attributes; j++) {
+            const char *str = m->attributes[j]->value->string_value;
+
+            if (m->attributes[j]->value->value_case
+                != OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
+            {
+                continue;
+            }
+            assert_int_equal(strlen(str), 3 * want);
+            assert_memory_equal(str, "\xef\xbf\xbd", 3);
+            assert_memory_equal(str + 3 * want - 3, "\xef\xbf\xbd", 3);
+        }
+        opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+        sp_ring_consume(ring, &v);
+    }
+    sp_region_detach(region);
+    free(mem);
+}
+
 int
 main(void)
 {
@@ -277,6 +351,7 @@ main(void)
         cmocka_unit_test(samplers_decide_recording),
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
+        cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
