@@ -1,4 +1,5 @@
 #include "sp_otlp.h"
+#include "sp_otlp_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@ typedef struct sp_ob_group {
     uint32_t pid;
     sp_buf   resource;  /* the Resource message's fields */
     sp_buf   items;     /* the scope message's LogRecord/Span fields */
+    size_t   hint;      /* room to give items when it has no memory */
 } sp_ob_group;
 
 typedef struct sp_ob_batch {
@@ -48,6 +50,7 @@ typedef struct sp_ob_batch {
     size_t       size;      /* of the serialized request */
     size_t       count;     /* records */
     sp_buf       scope;     /* the InstrumentationScope message's fields */
+    sp_buf       head;      /* a group's header, for sp_ob_take */
     sp_ob_group *groups;
     size_t       groups_len;
     size_t       groups_cap;    /* initialized slots, reused after reset */
@@ -93,6 +96,12 @@ sp_ob_init(sp_ob_batch *b, const sp_otlp_builder_options *o,
     sp_buf_init(&b->scope, 0);
     sp_pb_cstring(&b->scope, OF_SCOPE_NAME, scope);
     sp_pb_cstring(&b->scope, OF_SCOPE_VERSION, version);
+    /* Two tags and two varints, each written with room for the longest. */
+    sp_buf_init(&b->head, 0);
+    sp_buf_reserve(&b->head, 4 * 10);
+    if (sp_buf_status(&b->head) != SP_OK) {
+        return sp_buf_status(&b->head);
+    }
     return sp_buf_status(&b->scope);
 }
 
@@ -107,6 +116,7 @@ sp_ob_free(sp_ob_batch *b)
     }
     free(b->groups);
     sp_buf_free(&b->scope);
+    sp_buf_free(&b->head);
 }
 
 /*
@@ -260,6 +270,7 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
         for (i = b->groups_cap; i < cap; i++) {
             sp_buf_init(&g[i].resource, 0);
             sp_buf_init(&g[i].items, 0);
+            g[i].hint = 0;
         }
         b->groups_cap = cap;
     }
@@ -269,6 +280,14 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
     sp_buf_clear(&g->items);
     g->resource.limit = b->max_bytes;
     g->items.limit = b->max_bytes;
+    /* Its last items went with a request (sp_ob_take): start at about
+     * their size rather than grow to it again, a copy at every doubling.
+     * Without that room it grows as usual. */
+    if (g->items.cap == 0 && g->hint != 0
+        && sp_buf_reserve(&g->items, g->hint) != SP_OK)
+    {
+        sp_buf_clear(&g->items);
+    }
     sp_ob_encode_resource(&g->resource, res, pid);
     if ((rc = sp_buf_status(&g->resource)) != SP_OK) {
         return rc;
@@ -389,6 +408,73 @@ sp_ob_serialize(const sp_ob_batch *b, sp_buf *out)
         out->err = rc;
     }
     return rc;
+}
+
+/*
+ * Into h (emptied first): the tag and length of a message field whose body
+ * starts with the tag and length of its first field. h has the room
+ * (sp_ob_init), so this cannot fail.
+ */
+static void
+sp_ob_field_head(sp_buf *h, uint32_t field, size_t body, uint32_t first,
+                 size_t first_body)
+{
+    sp_buf_clear(h);
+    sp_pb_put_varint(h, (field << 3) | 2);
+    sp_pb_put_varint(h, body);
+    sp_pb_put_varint(h, (first << 3) | 2);
+    sp_pb_put_varint(h, first_body);
+}
+
+/*
+ * The request as pieces: per group its header (ResourceSpans/Logs tag
+ * and length, the Resource, the ScopeSpans/Logs tag and length, the
+ * scope), copied, and its items buffer, taken: the records are not
+ * copied. Then the batch is empty (sp_ob_reset). All or nothing: room is
+ * reserved before any buffer moves, so on failure the batch is unchanged.
+ */
+static sp_status
+sp_ob_take(sp_ob_batch *b, sp_otlp_request **out)
+{
+    sp_otlp_request *r;
+    sp_ob_group     *g;
+    sp_buf          *h = &b->head;
+    size_t           i, n, items = 0;
+    sp_status        rc;
+
+    if (out == NULL) {
+        return SP_ERR_INVALID;
+    }
+    for (i = 0; i < b->groups_len; i++) {
+        items += b->groups[i].items.len;
+    }
+    if ((rc = sp_otlp_request_create(&r)) != SP_OK) {
+        return rc;
+    }
+    rc = sp_otlp_request_reserve(r, 2 * b->groups_len, b->size - items);
+    if (rc != SP_OK) {
+        sp_otlp_request_unref(r);
+        return rc;
+    }
+    for (i = 0; i < b->groups_len; i++) {
+        g = &b->groups[i];
+        sp_ob_field_head(h, OF_REQUEST_RESOURCE, sp_ob_group_body(b, g),
+                         OF_RESOURCE, g->resource.len);
+        sp_otlp_request_copy(r, h->data, h->len);
+        sp_otlp_request_copy(r, g->resource.data, g->resource.len);
+        sp_ob_field_head(h, OF_SCOPES, sp_ob_scope_body(b, g), OF_SCOPE,
+                         b->scope.len);
+        sp_otlp_request_copy(r, h->data, h->len);
+        sp_otlp_request_copy(r, b->scope.data, b->scope.len);
+        /* a quarter more than last time: a slightly larger request does
+         * not grow the buffer by copying it whole */
+        n = g->items.len;
+        g->hint = n + n / 4 < b->max_bytes ? n + n / 4 : b->max_bytes;
+        sp_otlp_request_take(r, &g->items);
+    }
+    sp_ob_reset(b);
+    *out = r;
+    return SP_OK;
 }
 
 /* ---- logs */
@@ -659,6 +745,17 @@ sp_otlp_logs_serialize(const sp_otlp_logs *l, sp_buf *out)
     return sp_ob_serialize(&l->batch, out);
 }
 
+sp_status
+sp_otlp_logs_take(sp_otlp_logs *l, sp_otlp_request **out)
+{
+    sp_status rc = sp_ob_take(&l->batch, out);
+
+    if (rc == SP_OK) {
+        sp_otlp_logs_reset(l);
+    }
+    return rc;
+}
+
 /* ---- traces */
 
 struct sp_otlp_traces {
@@ -821,4 +918,10 @@ sp_status
 sp_otlp_traces_serialize(const sp_otlp_traces *t, sp_buf *out)
 {
     return sp_ob_serialize(&t->batch, out);
+}
+
+sp_status
+sp_otlp_traces_take(sp_otlp_traces *t, sp_otlp_request **out)
+{
+    return sp_ob_take(&t->batch, out);
 }

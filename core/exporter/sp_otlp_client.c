@@ -745,14 +745,86 @@ sp_drain_and_destroy(grpc_completion_queue *cq)
     grpc_completion_queue_destroy(cq);
 }
 
+/* A slice's part of its request, dropped when gRPC is done with it. */
+static void
+sp_slice_done(void *req)
+{
+    sp_otlp_request_unref(req);
+}
+
+/*
+ * A byte buffer over the request's pieces, not a copy: each slice holds a
+ * reference to the request, released whenever gRPC releases the slice
+ * (possibly after the call returned, on one of its threads). NULL when
+ * out of memory.
+ */
+static grpc_byte_buffer *
+sp_request_buffer(sp_otlp_request *req)
+{
+    grpc_slice        some[8], *slices = some;
+    grpc_byte_buffer *bb;
+    const uint8_t    *p;
+    size_t            i, n = sp_otlp_request_count(req), len;
+
+    if (n > sizeof(some) / sizeof(some[0])) {
+        slices = malloc(n * sizeof(*slices));
+        if (slices == NULL) {
+            return NULL;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        p = sp_otlp_request_piece(req, i, &len);
+        slices[i] = grpc_slice_new_with_user_data((void *)p, len,
+                                                  sp_slice_done,
+                                                  sp_otlp_request_ref(req));
+    }
+    bb = grpc_raw_byte_buffer_create(slices, n);
+    for (i = 0; i < n; i++) {
+        grpc_slice_unref(slices[i]);    /* bb holds its own */
+    }
+    if (slices != some) {
+        free(slices);
+    }
+    return bb;
+}
+
 sp_status
 sp_otlp_export_timeout(sp_otlp_client *c, const char *method,
                        const void *bytes, size_t len, uint64_t timeout_ms,
                        sp_otlp_result *result)
 {
+    sp_otlp_request *req = NULL;
+    sp_status        rc;
+
+    if (bytes == NULL && len > 0) {
+        sp_result_init(result, method);
+        sp_result_text(result, SP_GRPC_INVALID_ARGUMENT,
+                       "no method or no request bytes");
+        return SP_ERR_IO;
+    }
+    /* The caller's bytes may go once this returns, gRPC's use may not. */
+    if (sp_otlp_request_create(&req) != SP_OK
+        || sp_otlp_request_copy(req, bytes, len) != SP_OK)
+    {
+        sp_otlp_request_unref(req);
+        sp_result_init(result, method);
+        sp_result_text(result, SP_GRPC_INTERNAL,
+                       "no memory for the request");
+        return SP_ERR_IO;
+    }
+    rc = sp_otlp_export_request(c, method, req, timeout_ms, result);
+    sp_otlp_request_unref(req);
+    return rc;
+}
+
+sp_status
+sp_otlp_export_request(sp_otlp_client *c, const char *method,
+                       sp_otlp_request *req, uint64_t timeout_ms,
+                       sp_otlp_result *result)
+{
     grpc_completion_queue *cq;
     grpc_call             *call;
-    grpc_slice             method_slice, payload, details;
+    grpc_slice             method_slice, details;
     grpc_byte_buffer      *request, *response = NULL;
     grpc_metadata_array    initial_md, trailing_md;
     grpc_status_code       status = GRPC_STATUS_UNKNOWN;
@@ -766,7 +838,7 @@ sp_otlp_export_timeout(sp_otlp_client *c, const char *method,
     void                  *tag = &ops;
 
     sp_result_init(result, method);
-    if (method == NULL || method[0] != '/' || (bytes == NULL && len > 0)) {
+    if (method == NULL || method[0] != '/' || req == NULL) {
         sp_result_text(result, SP_GRPC_INVALID_ARGUMENT,
                        "no method or no request bytes");
         return SP_ERR_IO;
@@ -787,9 +859,14 @@ sp_otlp_export_timeout(sp_otlp_client *c, const char *method,
                        "gRPC cannot create the call");
         return SP_ERR_IO;
     }
-    payload = grpc_slice_from_copied_buffer(bytes, len);
-    request = grpc_raw_byte_buffer_create(&payload, 1);
-    grpc_slice_unref(payload);
+    request = sp_request_buffer(req);
+    if (request == NULL) {
+        grpc_call_unref(call);
+        sp_drain_and_destroy(cq);
+        sp_result_text(result, SP_GRPC_INTERNAL,
+                       "no memory for the request");
+        return SP_ERR_IO;
+    }
     grpc_metadata_array_init(&initial_md);
     grpc_metadata_array_init(&trailing_md);
     details = grpc_empty_slice();

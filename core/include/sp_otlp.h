@@ -2,7 +2,8 @@
  * OTLP request builders of the exporter (SPEC section 5): serialized
  * ExportLogsServiceRequest for profiling logs and ExportTraceServiceRequest
  * for spans, in protobuf's wire format with the field numbers of proto/
- * (upstream's), ready for sp_otlp_export (sp_otlp_client.h).
+ * (upstream's), ready for sp_otlp_export (sp_otlp_client.h): contiguous
+ * (serialize) or as pieces that move the records' buffers (take).
  *
  * EXPORTER PROCESS ONLY. Not thread-safe: one thread uses a builder.
  *
@@ -54,6 +55,7 @@
 
 #include "sp_common.h"
 #include "sp_encode.h"
+#include "sp_otlp_request.h"
 #include "sp_pprof.h"
 #include "sp_record.h"
 #include "sp_resource.h"
@@ -128,6 +130,16 @@ SP_API sp_status sp_otlp_logs_add_text(sp_otlp_logs *l,
  */
 SP_API sp_status sp_otlp_logs_serialize(const sp_otlp_logs *l, sp_buf *out);
 
+/*
+ * The same request handed over without copying its records: *out gets a
+ * new request (one reference, the caller's) of the bytes
+ * sp_otlp_logs_serialize would write, as pieces that take the builder's
+ * record buffers; the builder is then empty, as after sp_otlp_logs_reset.
+ * An empty builder gives an empty request. SP_ERR_NOMEM: the builder is
+ * unchanged.
+ */
+SP_API sp_status sp_otlp_logs_take(sp_otlp_logs *l, sp_otlp_request **out);
+
 /* ---- traces */
 
 typedef struct sp_otlp_traces sp_otlp_traces;
@@ -161,6 +173,9 @@ SP_API sp_status sp_otlp_traces_add(sp_otlp_traces *t,
 
 SP_API sp_status sp_otlp_traces_serialize(const sp_otlp_traces *t,
                                           sp_buf *out);
+/* As sp_otlp_logs_take. */
+SP_API sp_status sp_otlp_traces_take(sp_otlp_traces *t,
+                                     sp_otlp_request **out);
 
 /* "snapshot", "continuous", or NULL for anything else. */
 SP_API const char *sp_otlp_source_name(uint8_t source);

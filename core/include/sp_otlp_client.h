@@ -25,6 +25,7 @@
 #define SP_OTLP_CLIENT_H
 
 #include "sp_common.h"
+#include "sp_otlp_request.h"
 
 #define SP_OTLP_LOGS_METHOD \
     "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
@@ -205,6 +206,18 @@ SP_API sp_status sp_otlp_export(sp_otlp_client *c, const char *method,
     const void *bytes, size_t len, sp_otlp_result *result);
 SP_API sp_status sp_otlp_export_timeout(sp_otlp_client *c,
     const char *method, const void *bytes, size_t len, uint64_t timeout_ms,
+    sp_otlp_result *result);
+
+/*
+ * As sp_otlp_export_timeout for a request held as pieces
+ * (sp_otlp_request.h), sent without copying it: gRPC gets the pieces as
+ * slices, each holding a reference to req, released when gRPC is done
+ * with it, which can be after this returns. The caller keeps its own
+ * reference (to send again on a retry, or drop). sp_otlp_export_timeout
+ * copies its bytes into a request once and sends that.
+ */
+SP_API sp_status sp_otlp_export_request(sp_otlp_client *c,
+    const char *method, sp_otlp_request *req, uint64_t timeout_ms,
     sp_otlp_result *result);
 
 /* UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED (SPEC section 5). */

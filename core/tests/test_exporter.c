@@ -10,8 +10,10 @@
 
 #include "sp_test.h"
 #include "sp_test_child.h"
+#include "sp_test_grpc.h"
 #include "sp_config.h"
 #include "sp_exporter.h"
+#include "sp_otlp_client.h"
 #include "sp_otlp_json.h"
 #include "sp_record.h"
 #include "sp_ring.h"
@@ -407,6 +409,60 @@ json_escapes_and_rejects_garbage(void **state)
     sp_buf_free(&out);
 }
 
+/*
+ * OTLP to a receiver that refuses the first call (UNAVAILABLE, retryable):
+ * the queued request goes again, the same bytes (the item keeps its
+ * reference; nothing is serialized or copied again), and is counted once.
+ */
+static void
+a_retry_sends_the_request_it_queued(void **state)
+{
+    static const int script[] = { GRPC_STATUS_UNAVAILABLE, GRPC_STATUS_OK };
+    sp_exporter_counters c;
+    sp_buf               json = SP_BUF_INIT(0);
+    test_grpc            s;
+    fixture              f;
+
+    (void)state;
+    sp_otlp_init(NULL, NULL);
+    test_grpc_start(&s, script, 2);
+    {
+        const char *const vars[] = {
+            "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "otlp",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", s.endpoint,
+            /* retries wait at most an export interval */
+            "SPLUNK_PROFILER_EXPORT_INTERVAL", "100",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3", NULL };
+
+        setup_with(&f, vars);
+    }
+    write_span(&f, 1);
+    write_span(&f, 2);
+    write_span(&f, 3);
+    sp_exporter_step(f.e);
+    assert_true(sp_exporter_wait_idle(f.e, 10000));
+    sp_exporter_counters_get(f.e, &c);
+    assert_int_equal(c.exported, 3);
+    assert_int_equal(c.requests, 1);
+    assert_int_equal(c.failures[SP_GRPC_UNAVAILABLE], 1);
+    assert_int_equal(c.held, 0);
+    assert_int_equal(c.queue_bytes, 0);
+    teardown(&f);
+    test_grpc_stop(&s);
+
+    assert_int_equal(s.answered, 2);
+    assert_true(s.got_len[0] > 0);
+    assert_int_equal(s.got_len[1], s.got_len[0]);
+    assert_memory_equal(s.got[1], s.got[0], s.got_len[0]);
+    assert_int_equal(sp_otlp_json_append(&json, SP_OTLP_SIGNAL_TRACES,
+                                         s.got[1], s.got_len[1]), SP_OK);
+    assert_int_equal(sp_buf_append(&json, "", 1), SP_OK);
+    assert_int_equal(count((const char *)json.data, "\"spanId\""), 3);
+    sp_buf_free(&json);
+    test_grpc_free(&s);
+    sp_otlp_shutdown();
+}
+
 int
 main(void)
 {
@@ -418,6 +474,7 @@ main(void)
         cmocka_unit_test(rings_are_found_by_their_claims),
         cmocka_unit_test(a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog),
         cmocka_unit_test(json_escapes_and_rejects_garbage),
+        cmocka_unit_test(a_retry_sends_the_request_it_queued),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

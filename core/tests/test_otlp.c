@@ -954,6 +954,204 @@ span_bytes_are_what_protobuf_c_writes(void **state)
     sp_resource_destroy(res);
 }
 
+/* ---- requests taken as pieces */
+
+/* Its bytes, contiguous, checked against the pieces one by one. */
+static void
+flatten(const sp_otlp_request *r, sp_buf *out)
+{
+    const uint8_t *p;
+    size_t         i, n, total = 0;
+
+    sp_buf_clear(out);
+    assert_int_equal(sp_otlp_request_flatten(r, out), SP_OK);
+    assert_int_equal(out->len, sp_otlp_request_len(r));
+    for (i = 0; i < sp_otlp_request_count(r); i++) {
+        p = sp_otlp_request_piece(r, i, &n);
+        assert_non_null(p);
+        assert_true(n > 0);
+        assert_memory_equal(p, out->data + total, n);
+        total += n;
+    }
+    assert_int_equal(total, out->len);
+}
+
+static void
+request_copies_join_and_buffers_move(void **state)
+{
+    sp_otlp_request *r = NULL;
+    sp_buf           b = SP_BUF_INIT(100), out = SP_BUF_INIT(0);
+    const uint8_t   *p;
+    size_t           n;
+
+    (void)state;
+    assert_int_equal(sp_otlp_request_create(&r), SP_OK);
+    assert_int_equal(sp_otlp_request_len(r), 0);
+    assert_int_equal(sp_otlp_request_count(r), 0);
+    assert_int_equal(sp_otlp_request_copy(r, "ab", 2), SP_OK);
+    assert_int_equal(sp_otlp_request_copy(r, "cd", 2), SP_OK);
+    assert_int_equal(sp_otlp_request_copy(r, NULL, 0), SP_OK);
+    assert_int_equal(sp_otlp_request_count(r), 1);
+
+    /* an empty buffer adds nothing and keeps its memory */
+    assert_int_equal(sp_buf_reserve(&b, 10), SP_OK);
+    assert_int_equal(sp_otlp_request_take(r, &b), SP_OK);
+    assert_non_null(b.data);
+    assert_int_equal(sp_otlp_request_count(r), 1);
+    sp_buf_append(&b, "efg", 3);
+    p = b.data;
+    assert_int_equal(sp_otlp_request_take(r, &b), SP_OK);
+    assert_null(b.data);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(b.cap, 0);
+    assert_int_equal(b.limit, 100);
+    assert_int_equal(sp_otlp_request_count(r), 2);
+    assert_ptr_equal(sp_otlp_request_piece(r, 1, &n), p);    /* no copy */
+    assert_int_equal(n, 3);
+    /* a buffer in error gives its error and nothing */
+    sp_buf_append(&b, "x", 1);
+    b.err = SP_ERR_TOO_LONG;
+    assert_int_equal(sp_otlp_request_take(r, &b), SP_ERR_TOO_LONG);
+    assert_non_null(b.data);
+    sp_buf_free(&b);
+    assert_int_equal(sp_otlp_request_copy(r, "h", 1), SP_OK);
+    assert_int_equal(sp_otlp_request_count(r), 3);
+    assert_null(sp_otlp_request_piece(r, 3, &n));
+    assert_int_equal(n, 0);
+
+    sp_buf_append(&out, "X", 1);
+    assert_int_equal(sp_otlp_request_flatten(r, &out), SP_OK);
+    assert_int_equal(out.len, 9);
+    assert_memory_equal(out.data, "Xabcdefgh", 9);
+    sp_buf_free(&out);
+    sp_buf_init(&out, 5);
+    sp_buf_append(&out, "X", 1);
+    assert_int_equal(sp_otlp_request_flatten(r, &out), SP_ERR_TOO_LONG);
+    assert_int_equal(out.len, 1);
+    sp_buf_free(&out);
+
+    /* the last reference frees (ASan tells a leak or a double free) */
+    assert_ptr_equal(sp_otlp_request_ref(r), r);
+    sp_otlp_request_unref(r);
+    assert_int_equal(sp_otlp_request_len(r), 8);
+    sp_otlp_request_unref(r);
+    sp_otlp_request_unref(NULL);
+}
+
+/*
+ * A request taken as pieces is byte for byte what serialize writes, two
+ * pieces a worker (its header, then its spans: the buffer the builder
+ * wrote them in), and outlives the builder; the builder is empty after,
+ * and what it builds next (its buffers given the last size) is what a new
+ * builder builds.
+ */
+static void
+taken_traces_are_what_serialize_writes(void **state)
+{
+    sp_resource     *res = resource("svc", true);
+    sp_otlp_traces  *t = new_traces(0), *fresh;
+    sp_otlp_request *r = NULL;
+    sp_span_record   s;
+    sp_buf           a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+    TraceRequest    *tr;
+    const uint8_t   *p;
+    size_t           i, n, round;
+
+    (void)state;
+    for (round = 0; round < 3; round++) {
+        fresh = new_traces(0);
+        for (i = 0; i < 40 + 20 * round; i++) {
+            s = span((uint32_t)(1 + i % 3), (uint8_t)i, i & 1);
+            assert_int_equal(sp_otlp_traces_add(t, res, &s, span_attrs,
+                                                i % 7), SP_OK);
+            assert_int_equal(sp_otlp_traces_add(fresh, res, &s, span_attrs,
+                                                i % 7), SP_OK);
+        }
+        sp_buf_clear(&a);
+        assert_int_equal(sp_otlp_traces_serialize(fresh, &a), SP_OK);
+        sp_otlp_traces_destroy(fresh);
+        assert_int_equal(sp_otlp_traces_take(t, &r), SP_OK);
+        assert_int_equal(sp_otlp_traces_count(t), 0);
+        assert_int_equal(sp_otlp_traces_size(t), 0);
+        if (round == 2) {
+            sp_otlp_traces_destroy(t);
+            t = NULL;
+        }
+        flatten(r, &b);
+        assert_int_equal(b.len, a.len);
+        assert_memory_equal(b.data, a.data, a.len);
+        assert_int_equal(sp_otlp_request_count(r), 6);
+        for (i = 1; i < 6; i += 2) {
+            p = sp_otlp_request_piece(r, i, &n);
+            assert_int_equal(p[0], (2 << 3) | 2);  /* a Span's tag */
+            assert_true(n > 10 * 40);
+        }
+        tr = TRACE_REQUEST(unpack)(NULL, b.len, b.data);
+        assert_non_null(tr);
+        assert_int_equal(tr->n_resource_spans, 3);
+        assert_int_equal(tr->resource_spans[0]->scope_spans[0]->n_spans,
+                         (40 + 20 * round + 2) / 3);
+        free_traces(tr);
+        sp_otlp_request_unref(r);
+    }
+    /* an empty builder gives an empty request */
+    t = new_traces(0);
+    assert_int_equal(sp_otlp_traces_take(t, &r), SP_OK);
+    assert_int_equal(sp_otlp_request_len(r), 0);
+    assert_int_equal(sp_otlp_request_count(r), 0);
+    sp_otlp_request_unref(r);
+    sp_otlp_traces_destroy(t);
+    sp_buf_free(&a);
+    sp_buf_free(&b);
+    sp_resource_destroy(res);
+}
+
+static void
+taken_logs_are_what_serialize_writes(void **state)
+{
+    sp_resource     *res = resource("svc", true);
+    sp_otlp_logs    *l = new_logs(0);
+    sp_otlp_request *r = NULL;
+    sp_pprof_frame   f[3];
+    sp_sample        s;
+    sp_buf           a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
+    LogsRequest     *lr;
+    size_t           i, round;
+
+    (void)state;
+    fill_frames(f);
+    for (round = 0; round < 2; round++) {
+        for (i = 0; i < 10; i++) {
+            s = sample((uint32_t)(1 + i % 2), i % 3 == 0);
+            assert_int_equal(sp_otlp_logs_add_text(l, res, &s, f, 3, 1, 1),
+                             SP_OK);
+        }
+        assert_int_equal(sp_otlp_logs_add_pprof(l, res, 2,
+                                                SP_SOURCE_SNAPSHOT, 1, 1,
+                                                "pprof", 5, 1), SP_OK);
+        sp_buf_clear(&a);
+        assert_int_equal(sp_otlp_logs_serialize(l, &a), SP_OK);
+        assert_int_equal(sp_otlp_logs_take(l, &r), SP_OK);
+        assert_int_equal(sp_otlp_logs_count(l), 0);
+        assert_int_equal(sp_otlp_logs_size(l), 0);
+        assert_int_equal(sp_otlp_request_count(r), 4);
+        flatten(r, &b);
+        assert_int_equal(b.len, a.len);
+        assert_memory_equal(b.data, a.data, a.len);
+        lr = LOGS_REQUEST(unpack)(NULL, b.len, b.data);
+        assert_non_null(lr);
+        assert_int_equal(lr->n_resource_logs, 2);
+        assert_int_equal(lr->resource_logs[1]->scope_logs[0]->n_log_records,
+                         6);
+        free_logs(lr);
+        sp_otlp_request_unref(r);
+    }
+    sp_buf_free(&a);
+    sp_buf_free(&b);
+    sp_otlp_logs_destroy(l);
+    sp_resource_destroy(res);
+}
+
 int
 main(void)
 {
@@ -968,6 +1166,9 @@ main(void)
         cmocka_unit_test(one_request_holds_at_most_max_resources_workers),
         cmocka_unit_test(reset_gives_what_a_new_builder_gives),
         cmocka_unit_test(span_bytes_are_what_protobuf_c_writes),
+        cmocka_unit_test(request_copies_join_and_buffers_move),
+        cmocka_unit_test(taken_traces_are_what_serialize_writes),
+        cmocka_unit_test(taken_logs_are_what_serialize_writes),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 #include "sp_test.h"
 #include "sp_config.h"
 #include "sp_otlp_client.h"
+#include "sp_test_grpc.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -722,6 +723,140 @@ result_line_for_operators(void **state)
     sp_otlp_client_destroy(c);
 }
 
+/* ---- requests as pieces, to a receiver of the test's own */
+
+/*
+ * n bytes, (i * 7 + seed) & 0xff at i, in five pieces or so: copies and
+ * moved buffers in turn.
+ */
+static sp_otlp_request *
+pieces_request(size_t n, uint8_t seed)
+{
+    sp_otlp_request *r = NULL;
+    sp_buf           b;
+    size_t           off = 0, k, i, piece = n / 5 + 1;
+    uint8_t         *tmp = malloc(piece);
+    bool             copy = true;
+
+    assert_non_null(tmp);
+    assert_int_equal(sp_otlp_request_create(&r), SP_OK);
+    for (off = 0; off < n; off += k, copy = !copy) {
+        k = n - off < piece ? n - off : piece;
+        for (i = 0; i < k; i++) {
+            tmp[i] = (uint8_t)((off + i) * 7 + seed);
+        }
+        if (copy) {
+            assert_int_equal(sp_otlp_request_copy(r, tmp, k), SP_OK);
+        } else {
+            sp_buf_init(&b, 0);
+            assert_int_equal(sp_buf_append(&b, tmp, k), SP_OK);
+            assert_int_equal(sp_otlp_request_take(r, &b), SP_OK);
+        }
+    }
+    free(tmp);
+    assert_int_equal(sp_otlp_request_len(r), n);
+    return r;
+}
+
+static sp_otlp_client *
+client_to(const test_grpc *s)
+{
+    sp_otlp_client_config cfg;
+    sp_otlp_client       *c = NULL;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.endpoint = s->endpoint;
+    assert_int_equal(sp_otlp_client_create(&cfg, &c, NULL, 0), SP_OK);
+    return c;
+}
+
+static void
+assert_got(const test_grpc *s, size_t call, const sp_otlp_request *r)
+{
+    sp_buf flat = SP_BUF_INIT(0);
+
+    assert_int_equal(sp_otlp_request_flatten(r, &flat), SP_OK);
+    assert_int_equal(s->got_len[call], flat.len);
+    assert_memory_equal(s->got[call], flat.data, flat.len);
+    sp_buf_free(&flat);
+}
+
+/*
+ * The pieces arrive as one message, in order; the same request sent again
+ * (the exporter's retry: it keeps its reference, nothing is copied)
+ * arrives the same; sp_otlp_export_timeout still sends its bytes.
+ */
+static void
+pieces_arrive_whole_and_a_retry_sends_them_again(void **state)
+{
+    static const int script[] = { GRPC_STATUS_UNAVAILABLE, GRPC_STATUS_OK,
+                                  GRPC_STATUS_OK };
+    test_grpc        s;
+    sp_otlp_client  *c;
+    sp_otlp_request *r = pieces_request(300000, 1);
+    sp_otlp_result   res;
+
+    (void)state;
+    assert_true(sp_otlp_request_count(r) >= 5);
+    test_grpc_start(&s, script, 3);
+    c = client_to(&s);
+    assert_int_equal(sp_otlp_export_request(c, SP_OTLP_TRACES_METHOD, r, 0,
+                                            &res), SP_ERR_IO);
+    assert_int_equal(res.code, SP_GRPC_UNAVAILABLE);
+    assert_true(res.retryable);
+    assert_int_equal(sp_otlp_export_request(c, SP_OTLP_TRACES_METHOD, r, 0,
+                                            &res), SP_OK);
+    assert_int_equal(sp_otlp_export_timeout(c, SP_OTLP_LOGS_METHOD,
+                                            "abc", 3, 0, &res), SP_OK);
+    test_grpc_stop(&s);
+    assert_int_equal(s.answered, 3);
+    assert_got(&s, 0, r);
+    assert_got(&s, 1, r);
+    assert_int_equal(s.got_len[2], 3);
+    assert_memory_equal(s.got[2], "abc", 3);
+    test_grpc_free(&s);
+    sp_otlp_request_unref(r);
+    sp_otlp_client_destroy(c);
+}
+
+/*
+ * A call given up on (the receiver holds it, its 2 MB unread, so gRPC's
+ * transport waits on flow control with the pieces in hand) whose caller
+ * drops its reference as soon as it returns. Whether gRPC still holds
+ * slices then is its transport's timing (here it mostly has let go
+ * already); either way the memory must stay until the last reference and
+ * go with it: under ASan a read of freed pieces, a double free or a
+ * reference never dropped (a leak at exit) fails the test. The channel
+ * then carries the next request intact.
+ */
+static void
+a_request_outlives_a_call_given_up_on(void **state)
+{
+    static const int script[] = { TEST_GRPC_HOLD, GRPC_STATUS_OK };
+    test_grpc        s;
+    sp_otlp_client  *c;
+    sp_otlp_request *big = pieces_request(2u << 20, 2);
+    sp_otlp_request *next = pieces_request(100000, 3);
+    sp_otlp_result   res;
+
+    (void)state;
+    test_grpc_start(&s, script, 2);
+    c = client_to(&s);
+    assert_int_equal(sp_otlp_export_request(c, SP_OTLP_LOGS_METHOD, big,
+                                            500, &res), SP_ERR_IO);
+    assert_int_equal(res.code, SP_GRPC_DEADLINE_EXCEEDED);
+    sp_otlp_request_unref(big);
+    assert_int_equal(sp_otlp_export_request(c, SP_OTLP_LOGS_METHOD, next,
+                                            0, &res), SP_OK);
+    test_grpc_stop(&s);
+    assert_int_equal(s.answered, 2);
+    assert_true(s.cancelled[0]);
+    assert_got(&s, 1, next);
+    test_grpc_free(&s);
+    sp_otlp_request_unref(next);
+    sp_otlp_client_destroy(c);
+}
+
 static int
 setup(void **state)
 {
@@ -765,6 +900,8 @@ main(void)
         cmocka_unit_test(client_defaults_and_sharing),
         cmocka_unit_test(partial_success_is_read),
         cmocka_unit_test(result_line_for_operators),
+        cmocka_unit_test(pieces_arrive_whole_and_a_retry_sends_them_again),
+        cmocka_unit_test(a_request_outlives_a_call_given_up_on),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
