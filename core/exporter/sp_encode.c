@@ -106,18 +106,6 @@ sp_buf_append(sp_buf *b, const void *p, size_t n)
 #define SP_WIRE_LEN     2
 #define SP_WIRE_I32     5
 
-size_t
-sp_pb_varint_size(uint64_t v)
-{
-    size_t n = 1;
-
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 static size_t
 sp_pb_varint_write(uint8_t *p, uint64_t v)
 {

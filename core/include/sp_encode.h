@@ -61,8 +61,19 @@ SP_API sp_status sp_buf_status(const sp_buf *b);
 
 /* ---- protobuf wire format */
 
-/* Bytes of v as a varint (1..10). */
-SP_API size_t sp_pb_varint_size(uint64_t v);
+/* Bytes of v as a varint (1..10); inline, as the exporter sizes every
+ * record it adds to a request. */
+static inline size_t
+sp_pb_varint_size(uint64_t v)
+{
+    size_t n = 1;
+
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
 
 /* A bare varint, no tag (packed repeated fields, lengths). */
 SP_API sp_status sp_pb_put_varint(sp_buf *b, uint64_t v);
