@@ -220,6 +220,10 @@ $(BUILD)/bench/sampler_bench: bench/sampler_bench.c $(CORE_LIB) $(CORE_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) $< $(CORE_LIB) $(CORE_LIBS) -lpthread -o $@
 
+$(BUILD)/bench/ring_bench: bench/ring_bench.c $(CORE_LIB) $(CORE_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) $< $(CORE_LIB) $(CORE_LIBS) -o $@
+
 bench-build: $(BENCH_BINS)
 
 unit: $(TEST_BINS)
@@ -233,12 +237,17 @@ unit-asan: $(ASAN_BINS)
 # suppressions cover libunwind's own readability probes. valgrind runs one
 # thread at a time; its default lock let a thread that spins starve the
 # blocked ones (CI once saw one call each in two seconds): a fair one.
-unit-valgrind: $(BUILD)/tests/test_sampler
+# test_crc32c too: the callgrind benchmarks mean something only if valgrind
+# computes the crc32 instruction as the CPU does.
+unit-valgrind: $(BUILD)/tests/test_sampler $(BUILD)/tests/test_crc32c
 	valgrind --error-exitcode=9 -q --fair-sched=yes \
 	    --suppressions=core/tests/valgrind.supp \
 	    $(BUILD)/tests/test_sampler >$(BUILD)/valgrind-sampler.log 2>&1 \
 	    || { cat $(BUILD)/valgrind-sampler.log; exit 1; }
-	@echo "unit (valgrind): test_sampler clean"
+	valgrind --error-exitcode=9 -q $(BUILD)/tests/test_crc32c \
+	    >$(BUILD)/valgrind-crc32c.log 2>&1 \
+	    || { cat $(BUILD)/valgrind-crc32c.log; exit 1; }
+	@echo "unit (valgrind): test_sampler, test_crc32c clean"
 
 fuzz: $(FUZZ_BINS)
 	@tools/run-fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)

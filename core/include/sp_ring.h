@@ -56,7 +56,7 @@
 #include "sp_record.h"
 
 /* Bumped whenever the region, ring or record layout changes. */
-#define SP_RING_LAYOUT_VERSION  1
+#define SP_RING_LAYOUT_VERSION  2
 
 #define SP_REGION_MAX_SLOTS     4096
 #define SP_RING_MIN_BYTES       4096            /* per ring, power of two */

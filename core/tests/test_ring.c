@@ -17,6 +17,7 @@
 
 #include "sp_test.h"
 #include "sp_test_child.h"
+#include "sp_crc32c.h"
 #include "sp_ring.h"
 
 #define REGION_HEAD 128
@@ -109,33 +110,6 @@ stats(sp_ring *r)
 
 /* ---- the checksum and stamp, as documented, to forge headers */
 
-static uint32_t
-checksum(const unsigned char *fields, const unsigned char *body, size_t len)
-{
-    const uint64_t prime = 0x100000001b3ull;
-    uint64_t       h = 0xcbf29ce484222325ull, w = 0;
-    size_t         i;
-
-    memcpy(&w, fields, 8);
-    h = (h ^ w) * prime;
-    w = 0;
-    memcpy(&w, fields + 8, 4);
-    h = (h ^ w) * prime;
-    for (i = 0; i + 8 <= len; i += 8) {
-        memcpy(&w, body + i, 8);
-        h = (h ^ w) * prime;
-    }
-    if (i < len) {
-        w = 0;
-        memcpy(&w, body + i, len - i);
-        h = (h ^ w) * prime;
-    }
-    h ^= h >> 32;
-    h *= 0xd6e8feb86659fd93ull;
-    h ^= h >> 32;
-    return (uint32_t)h;
-}
-
 /* A committed header at pos with the given fields and a good checksum. */
 static void
 forge(unsigned char *data, size_t ring_bytes, uint64_t pos, uint32_t total,
@@ -149,15 +123,16 @@ forge(unsigned char *data, size_t ring_bytes, uint64_t pos, uint32_t total,
     if (ring_bytes - (pos & (ring_bytes - 1)) < HDR) {
         return;     /* no header fits there */
     }
-    memcpy(h + 8, &total, 4);
-    memcpy(h + 12, &used, 4);
-    memcpy(h + 16, &type, 2);
-    memcpy(h + 18, &flags, 2);
+    memcpy(h + 12, &total, 4);
+    memcpy(h + 16, &used, 4);
+    memcpy(h + 20, &type, 2);
+    memcpy(h + 22, &flags, 2);
     if (n > ring_bytes - (pos & (ring_bytes - 1)) - HDR) {
         n = 0;      /* a lie about the length: hash what is there */
     }
-    check = checksum(h + 8, h + HDR, n);
-    memcpy(h + 20, &check, 4);
+    /* CRC32C of bytes 12 .. 24 + used (test_crc32c checks it is CRC32C) */
+    check = sp_crc32c(0, h + 12, HDR - 12 + n);
+    memcpy(h + 8, &check, 4);
     memcpy(h, &stamp, 8);
 }
 
@@ -728,6 +703,42 @@ damaged_body_is_counted_and_skipped(void **state)
     assert_int_equal(c.read, 2);
     assert_int_equal(c.pending_bytes, 0);
     fx_close(&fx);
+}
+
+/*
+ * Every single bit of what the check covers, flipped alone in a committed
+ * record (the check itself, the lengths, type, flags and the body): the
+ * record is counted corrupt and skipped, its neighbours come through.
+ */
+static void
+every_bit_flip_in_a_record_is_caught(void **state)
+{
+    region_fx        fx;
+    sp_ring         *r;
+    sp_record_view   v;
+    sp_ring_counters c;
+    size_t           bit;
+
+    (void)state;
+    /* record 2 starts at 64 (24 + 40) and takes HDR + 104 bytes */
+    for (bit = 8 * 8; bit < (HDR + 100) * 8; bit++) {
+        fx_open(&fx, 1, 4096, false);
+        r = sp_region_ring(fx.region, 0);
+        assert_int_equal(write_tagged(r, SP_RECORD_SAMPLE, 40, 1), SP_OK);
+        assert_int_equal(write_tagged(r, SP_RECORD_SPAN, 100, 2), SP_OK);
+        assert_int_equal(write_tagged(r, SP_RECORD_SAMPLE, 40, 3), SP_OK);
+        data_mem(&fx, 0)[64 + bit / 8] ^= (unsigned char)(1u << bit % 8);
+        read_tagged(r, SP_RECORD_SAMPLE, 40, 1);
+        read_tagged(r, SP_RECORD_SAMPLE, 40, 3);
+        assert_int_equal(sp_ring_read(r, &v), SP_ERR_NOT_FOUND);
+        c = stats(r);
+        if (c.corrupt != 1 || c.skipped_bytes != HDR + 104 || c.read != 2) {
+            fail_msg("bit %zu of the record: corrupt %llu skipped %llu", bit,
+                     (unsigned long long)c.corrupt,
+                     (unsigned long long)c.skipped_bytes);
+        }
+        fx_close(&fx);
+    }
 }
 
 /*
@@ -1539,6 +1550,7 @@ main(void)
         cmocka_unit_test(uncommitted_record_holds_back_the_reader),
         cmocka_unit_test(nested_reservations_commit_in_any_order),
         cmocka_unit_test(damaged_body_is_counted_and_skipped),
+        cmocka_unit_test(every_bit_flip_in_a_record_is_caught),
         cmocka_unit_test(damaged_header_each_rule),
         cmocka_unit_test(damaged_positions_are_repaired),
         cmocka_unit_test(random_ring_memory_is_survived),
