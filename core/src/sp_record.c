@@ -255,67 +255,68 @@ sp_sample_decode(const void *body, size_t len, sp_sample *out)
 
 /* ---- spans: an OTLP Span message, written where the worker records it */
 
-/* A string's bytes in the span once repaired; len is already cut. */
-static size_t
-sp_text_size(const char *s, size_t len)
+/* A string field whose repaired length n is known; len is already cut. */
+static unsigned char *
+sp_put_repaired(unsigned char *p, uint8_t tag, const char *s, size_t len,
+    size_t n)
 {
-    return sp_utf8_repaired_len(s, len);
-}
-
-unsigned char *
-sp_put_text_repaired(unsigned char *p, uint8_t tag, const char *s,
-    size_t len)
-{
-    size_t n = sp_text_size(s, len);
-
     *p++ = tag;
     p = sp_put_varint(p, n);
     sp_utf8_repair(p, s, len);
     return p + n;
 }
 
-/* The sizes of one attribute's parts (key, string value, AnyValue and
- * KeyValue bodies) as sp_put_attr_repaired writes them. */
-static void
-sp_attr_sizes(const sp_span_attr *a, size_t *key, size_t *str, size_t *any,
-    size_t *kv)
+unsigned char *
+sp_put_text_repaired(unsigned char *p, uint8_t tag, const char *s,
+    size_t len)
 {
-    *key = sp_text_size(a->key, sp_cut(a->key, a->key_len,
-                                       SP_SPAN_STRING_MAX));
-    *str = 0;
+    return sp_put_repaired(p, tag, s, len, sp_utf8_repaired_len(s, len));
+}
+
+/* One attribute as sp_put_attr_repaired writes it: its strings cut, then
+ * their lengths once repaired, and its AnyValue and KeyValue bodies. */
+typedef struct sp_attr_sizes {
+    size_t key_cut, key, str_cut, str, any, kv;
+} sp_attr_sizes;
+
+static void
+sp_attr_measure(const sp_span_attr *a, sp_attr_sizes *z)
+{
+    z->key_cut = sp_cut(a->key, a->key_len, SP_SPAN_STRING_MAX);
+    z->key = sp_utf8_repaired_len(a->key, z->key_cut);
+    z->str_cut = 0;
+    z->str = 0;
     switch (a->type) {
     case SP_VALUE_STRING:
-        *str = sp_text_size(a->str, sp_cut(a->str, a->str_len,
-                                           SP_SPAN_STRING_MAX));
-        *any = sp_field_size(*str);
+        z->str_cut = sp_cut(a->str, a->str_len, SP_SPAN_STRING_MAX);
+        z->str = sp_utf8_repaired_len(a->str, z->str_cut);
+        z->any = sp_field_size(z->str);
         break;
     case SP_VALUE_BOOL:
-        *any = 2;
+        z->any = 2;
         break;
     default:
-        *any = 1 + sp_varint_size((uint64_t)a->integer);
+        z->any = 1 + sp_varint_size((uint64_t)a->integer);
         break;
     }
-    *kv = sp_field_size(*key) + sp_field_size(*any);
+    z->kv = sp_field_size(z->key) + sp_field_size(z->any);
 }
 
 unsigned char *
 sp_put_attr_repaired(unsigned char *p, const sp_span_attr *a)
 {
-    size_t key, str, any, kv;
+    sp_attr_sizes z;
 
-    sp_attr_sizes(a, &key, &str, &any, &kv);
+    sp_attr_measure(a, &z);
     *p++ = SP_TAG_SPAN_ATTR;
-    p = sp_put_varint(p, kv);
-    p = sp_put_text_repaired(p, SP_TAG_KV_KEY, a->key,
-                             sp_cut(a->key, a->key_len, SP_SPAN_STRING_MAX));
+    p = sp_put_varint(p, z.kv);
+    p = sp_put_repaired(p, SP_TAG_KV_KEY, a->key, z.key_cut, z.key);
     *p++ = SP_TAG_KV_VALUE;
-    p = sp_put_varint(p, any);
+    p = sp_put_varint(p, z.any);
     switch (a->type) {
     case SP_VALUE_STRING:
-        return sp_put_text_repaired(p, SP_TAG_ANY_STRING, a->str,
-                                    sp_cut(a->str, a->str_len,
-                                           SP_SPAN_STRING_MAX));
+        return sp_put_repaired(p, SP_TAG_ANY_STRING, a->str, z.str_cut,
+                               z.str);
     case SP_VALUE_BOOL:
         *p++ = SP_TAG_ANY_BOOL;
         *p++ = a->integer != 0 ? 1 : 0;
@@ -330,19 +331,20 @@ size_t
 sp_span_size(const sp_span_record *s, const sp_span_attr *attrs,
     uint16_t attr_count)
 {
-    size_t   size, ts_len = sp_tracestate_len(s), key, str, any, kv;
-    uint16_t i;
+    sp_attr_sizes z;
+    size_t        size, ts_len = sp_tracestate_len(s);
+    uint16_t      i;
 
     size = SP_SPAN_HEAD + 2 + 16 + 2 + 8 + 9 + 9 + 6
-           + sp_field_size(sp_text_size(s->name,
-                                        sp_cut(s->name, s->name_len,
-                                               SP_SPAN_STRING_MAX)));
+           + sp_field_size(sp_utf8_repaired_len(s->name,
+                                                sp_cut(s->name, s->name_len,
+                                                       SP_SPAN_STRING_MAX)));
     for (i = 0; i < attr_count; i++) {
-        sp_attr_sizes(&attrs[i], &key, &str, &any, &kv);
-        size += sp_field_size(kv);
+        sp_attr_measure(&attrs[i], &z);
+        size += sp_field_size(z.kv);
     }
     if (ts_len > 0) {
-        size += sp_field_size(sp_text_size(s->tracestate, ts_len));
+        size += sp_field_size(sp_utf8_repaired_len(s->tracestate, ts_len));
     }
     if (sp_span_has_parent(s)) {
         size += 2 + 8;
