@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
+#include <valgrind/valgrind.h>
 
 #include "sp_test.h"
 #include "sp_ring.h"
@@ -875,7 +876,15 @@ continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented(
                 c.blocked, c.waiting);
     }
     assert_true(c.waiting > 10);
-    assert_true(c.blocked * 10 >= c.waiting * 8);
+    /*
+     * Under valgrind a thread back from its call queues for valgrind's one
+     * running thread, on the guest's pc after the call: on a busy machine
+     * that is much of its time, so the share says nothing there (CI stop
+     * 12 saw it under 80 %). valgrind runs this test for memory errors.
+     */
+    if (!RUNNING_ON_VALGRIND) {
+        assert_true(c.blocked * 10 >= c.waiting * 8);
+    }
     /* ... but never a thread that works for no span. */
     assert_int_equal(b[B_IDLE].eintr, 0);
     assert_int_equal(c.idle, 0);
