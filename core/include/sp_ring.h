@@ -199,7 +199,8 @@ SP_API void *sp_ring_reserve(sp_ring *r, uint16_t type, size_t len,
 /*
  * Publishes the first used_len bytes of the reservation (used_len <= the
  * len reserved; more is cut to it). The reader sees the whole body or
- * nothing.
+ * nothing. When nothing was reserved after it, the ring takes back the
+ * rest of the reservation.
  */
 SP_API void sp_ring_commit(sp_ring *r, sp_ring_token *t, size_t used_len);
 

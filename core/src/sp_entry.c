@@ -6,7 +6,6 @@
 #include "sp_record.h"
 #include "sp_span_put.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -156,32 +155,66 @@ sp_append(char *out, size_t cap, size_t len, const char *s, size_t n)
     return len + n;
 }
 
+/* "{method} {route}" or "{method}", cut to what a name can hold. */
 static size_t
-sp_span_name(char *out, size_t size, const sp_entry_http *h)
+sp_name_len(const sp_entry_http *h)
 {
-    size_t cap = size - 1, len = 0;
+    size_t len = h->method != NULL ? h->method_len : 0;
+
+    if (h->route != NULL && h->route_len > 0) {
+        len += 1 + h->route_len;
+    }
+    return len < SP_SPAN_STRING_MAX - 1 ? len : SP_SPAN_STRING_MAX - 1;
+}
+
+/* The name put together first, then written as any string: for names
+ * long or not ASCII. */
+static __attribute__((noinline)) unsigned char *
+sp_put_name_joined(unsigned char *p, const sp_entry_http *h)
+{
+    char   name[SP_SPAN_STRING_MAX];
+    size_t cap = sizeof(name) - 1, len = 0;
 
     if (h->method != NULL) {
-        len = sp_append(out, cap, len, h->method, h->method_len);
+        len = sp_append(name, cap, len, h->method, h->method_len);
     }
     if (h->route != NULL && h->route_len > 0) {
-        len = sp_append(out, cap, len, " ", 1);
-        len = sp_append(out, cap, len, h->route, h->route_len);
+        len = sp_append(name, cap, len, " ", 1);
+        len = sp_append(name, cap, len, h->route, h->route_len);
     }
-    out[len] = '\0';
-    return len;
+    return sp_put_text(p, SP_TAG_SPAN_NAME, name, len, SP_SPAN_STRING_MAX);
+}
+
+/*
+ * The name field, its two parts copied straight into the record (by hand,
+ * since snprintf costs more than the rest of the record: bench/servers).
+ */
+static inline unsigned char *
+sp_put_name(unsigned char *p, const sp_entry_http *h, size_t len)
+{
+    size_t   m = h->method != NULL ? h->method_len : 0;
+    uint64_t high;
+
+    if (len >= 0x80) {
+        return sp_put_name_joined(p, h);
+    }
+    p[0] = SP_TAG_SPAN_NAME;
+    p[1] = (unsigned char)len;
+    high = sp_copy_ascii(p + 2, h->method, m);
+    if (len > m) {
+        p[2 + m] = ' ';
+        high |= sp_copy_ascii(p + 3 + m, h->route, h->route_len);
+    }
+    return high == 0 ? p + 2 + len : sp_put_name_joined(p, h);
 }
 
 /* An attribute key: a constant, so its length is one too. */
 #define SP_KEY(k) k, sizeof(k) - 1
 
-/* The longest key below, and how many attributes an entry span has. */
+/* The longest key below, and how many attributes an entry span has. Keys
+ * are ASCII: one never grows, and takes its tag and one byte of length. */
 #define SP_ENTRY_KEY_MAX    32
 #define SP_ENTRY_ATTRS      13
-
-/* Room on the stack for the span of nearly every request: one whose
- * strings need more (SP_SPAN_TEXT_MAX) is written into the heap. */
-#define SP_ENTRY_STACK_ROOM 8192
 
 static size_t
 sp_value_len(const char *v, size_t len)
@@ -191,7 +224,7 @@ sp_value_len(const char *v, size_t len)
 
 /* An entry's values once cut, and the most their span can take. */
 typedef struct sp_entry_text {
-    size_t method, path, query, scheme, route, server, client, peer,
+    size_t name, method, path, query, scheme, route, server, client, peer,
            protocol, user_agent;
     size_t max;
 } sp_entry_text;
@@ -200,6 +233,7 @@ static void
 sp_entry_text_cut(const sp_entry_http *h, const char *server,
     size_t server_len, const sp_span_record *rec, sp_entry_text *t)
 {
+    t->name = sp_name_len(h);
     t->method = sp_value_len(h->method, h->method_len);
     t->path = sp_value_len(h->path, h->path_len);
     t->query = sp_value_len(h->query, h->query_len);
@@ -212,10 +246,9 @@ sp_entry_text_cut(const sp_entry_http *h, const char *server,
                                h->protocol_version_len);
     t->user_agent = sp_value_len(h->user_agent, h->user_agent_len);
     t->max = SP_SPAN_FIXED_MAX
-             + SP_SPAN_TEXT_MAX(rec->name_len)
+             + SP_SPAN_TEXT_MAX(t->name)
              + SP_SPAN_TEXT_MAX(sp_tracestate_len(rec))
-             + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA
-                                 + SP_SPAN_TEXT_MAX(SP_ENTRY_KEY_MAX)
+             + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA + 2 + SP_ENTRY_KEY_MAX
                                  + SP_SPAN_TEXT_MAX(0))
              + 3 * (t->method + t->path + t->query + t->scheme + t->route
                     + t->server + t->client + t->peer + t->protocol
@@ -232,8 +265,10 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
     const sp_entry_http *h, const char *server, const sp_span_record *rec,
     const sp_entry_text *t)
 {
-    unsigned char *p = sp_put_span_head(dst, rec);
+    unsigned char *p = sp_put_span_ids(dst, rec);
 
+    p = sp_put_name(p, h, t->name);
+    p = sp_put_span_times(p, rec);
     if (t->method > 0) {
         p = sp_put_attr_string(p, SP_KEY("http.request.method"), h->method,
                                t->method);
@@ -293,18 +328,14 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
 {
     sp_span_record rec;
     sp_entry_text  t;
-    char           name[SP_SPAN_STRING_MAX];
-    unsigned char  room[SP_ENTRY_STACK_ROOM], *dst = room;
+    sp_ring_token  tok;
+    unsigned char *dst;
     const char    *server;
-    size_t         server_len, len;
-    sp_status      rc;
+    size_t         server_len;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
     }
-    /* "{method} {route}" or "{method}", cut to the buffer; by hand, since
-     * snprintf costs more than the rest of the record (bench/servers). */
-    len = sp_span_name(name, sizeof(name), h);
 
     /* A Host of an IPv6 literal: the address without its brackets, as
      * semantic conventions write addresses. */
@@ -326,24 +357,19 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
     rec.pid = h->pid;
     rec.start_ns = e->start_ns;
     rec.end_ns = h->end_ns != 0 ? h->end_ns : sp_realtime_ns();
-    rec.name = name;
-    rec.name_len = len;
+    rec.name = NULL;
+    rec.name_len = 0;
     rec.tracestate = e->tracestate;
     rec.tracestate_len = e->tracestate != NULL ? e->tracestate_len : 0;
 
-    /* Written once, then copied into the ring: its size is known only
-     * once its strings are (see sp_span_put.h). */
+    /* Written in place, into room for the worst its strings can take: the
+     * ring takes back what was not used (sp_ring_commit). */
     sp_entry_text_cut(h, server, server_len, &rec, &t);
-    if (t.max > sizeof(room)) {
-        dst = malloc(t.max);
-        if (dst == NULL) {
-            return SP_ERR_NOMEM;
-        }
+    dst = sp_ring_reserve(ring, SP_RECORD_SPAN, t.max, &tok);
+    if (dst == NULL) {
+        return SP_ERR_NOMEM;
     }
-    len = sp_entry_span_write(dst, e, h, server, &rec, &t);
-    rc = sp_ring_write(ring, SP_RECORD_SPAN, dst, len);
-    if (dst != room) {
-        free(dst);
-    }
-    return rc;
+    sp_ring_commit(ring, &tok,
+                   sp_entry_span_write(dst, e, h, server, &rec, &t));
+    return SP_OK;
 }

@@ -624,14 +624,31 @@ sp_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
     return NULL;
 }
 
+/*
+ * A reservation that is still the ring's last gives back what it did not
+ * use, so a writer that reserves for its worst case (a span, written in
+ * place) takes only what it wrote. The head moves back before the seal:
+ * a reader that sees the stamp sees the new head too.
+ */
 static void
 sp_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
 {
+    uint64_t total, used_total, end;
+
     if (used_len > t->cap) {
         used_len = t->cap;
     }
-    sp_seal(r, t->pos, (uint32_t)sp_align8(SP_HDR + (uint64_t)t->cap),
-            (uint32_t)used_len, t->type);
+    total = sp_align8(SP_HDR + (uint64_t)t->cap);
+    used_total = sp_align8(SP_HDR + (uint64_t)used_len);
+    end = t->pos + total;
+    if (used_total < total
+        && atomic_compare_exchange_strong_explicit(&r->slot->head, &end,
+               t->pos + used_total, memory_order_relaxed,
+               memory_order_relaxed))
+    {
+        total = used_total;
+    }
+    sp_seal(r, t->pos, (uint32_t)total, (uint32_t)used_len, t->type);
     atomic_fetch_add_explicit(&r->slot->written, 1, memory_order_relaxed);
 }
 

@@ -1,6 +1,6 @@
 /*
  * Writing a span record's OTLP Span (opentelemetry.proto.trace.v1.Span)
- * field by field. Two writers use these: sp_span_write (sp_record.c), for
+ * field by field. Two writers use these: sp_span_encode (sp_record.c), for
  * any list of attributes, and the entry span's (sp_entry.c), which passes
  * its attribute keys as constants, so that once inlined a key is a few
  * stores and its length a constant: a span is written for every traced
@@ -268,9 +268,9 @@ sp_put_attr_number(unsigned char *p, const char *key, size_t key_len,
                                                     NULL, 0, v });
 }
 
-/* The record's head and the Span's fields before its attributes. */
+/* The record's head and the Span's fields before its name. */
 static inline __attribute__((always_inline)) unsigned char *
-sp_put_span_head(unsigned char *p, const sp_span_record *s)
+sp_put_span_ids(unsigned char *p, const sp_span_record *s)
 {
     size_t ts_len = sp_tracestate_len(s);
 
@@ -294,8 +294,13 @@ sp_put_span_head(unsigned char *p, const sp_span_record *s)
         memcpy(p + 2, s->parent_span_id, 8);
         p += 10;
     }
-    p = sp_put_text(p, SP_TAG_SPAN_NAME, s->name, s->name_len,
-                    SP_SPAN_STRING_MAX);
+    return p;
+}
+
+/* The Span's fields between its name and its attributes. */
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_span_times(unsigned char *p, const sp_span_record *s)
+{
     if (s->kind != 0) {
         *p++ = SP_TAG_SPAN_KIND;
         p = sp_put_varint(p, s->kind);
@@ -306,6 +311,16 @@ sp_put_span_head(unsigned char *p, const sp_span_record *s)
     *p++ = SP_TAG_SPAN_END;
     memcpy(p, &s->end_ns, 8);
     return p + 8;
+}
+
+/* The record's head and the Span's fields before its attributes. */
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_span_head(unsigned char *p, const sp_span_record *s)
+{
+    p = sp_put_span_ids(p, s);
+    p = sp_put_text(p, SP_TAG_SPAN_NAME, s->name, s->name_len,
+                    SP_SPAN_STRING_MAX);
+    return sp_put_span_times(p, s);
 }
 
 /* The Span's fields after its attributes. */

@@ -464,6 +464,48 @@ commit_publishes_only_the_used_length(void **state)
     fx_close(&fx);
 }
 
+/*
+ * The last reservation gives back what its commit did not use; one that
+ * another was reserved after keeps its room (the reader skips it).
+ */
+static void
+commit_gives_back_the_unused_room_of_the_last_reservation(void **state)
+{
+    region_fx        fx;
+    sp_ring         *r;
+    sp_ring_token    t, u;
+    unsigned char   *p, *q;
+    sp_ring_counters c;
+
+    (void)state;
+    fx_open(&fx, 1, 4096, false);
+    r = sp_region_ring(fx.region, 0);
+    p = sp_ring_reserve(r, SP_RECORD_SPAN, 3000, &t);
+    assert_non_null(p);
+    fill(p, 21, 4);
+    sp_ring_commit(r, &t, 21);
+    assert_int_equal(stats(r).pending_bytes, HDR + 24);
+    /* the room given back takes a second reservation of the same size */
+    p = sp_ring_reserve(r, SP_RECORD_SPAN, 3000, &t);
+    assert_non_null(p);
+    q = sp_ring_reserve(r, SP_RECORD_SAMPLE, 40, &u);
+    assert_non_null(q);
+    fill(p, 16, 5);
+    sp_ring_commit(r, &t, 16);
+    fill(q, 40, 6);
+    sp_ring_commit(r, &u, 40);
+    assert_int_equal(stats(r).pending_bytes,
+                     (HDR + 24) + (HDR + 3000) + (HDR + 40));
+    read_tagged(r, SP_RECORD_SPAN, 21, 4);
+    read_tagged(r, SP_RECORD_SPAN, 16, 5);
+    read_tagged(r, SP_RECORD_SAMPLE, 40, 6);
+    c = stats(r);
+    assert_int_equal(c.read, 3);
+    assert_int_equal(c.corrupt, 0);
+    assert_int_equal(c.pending_bytes, 0);
+    fx_close(&fx);
+}
+
 static void
 cancelled_reservation_is_skipped(void **state)
 {
@@ -1542,6 +1584,8 @@ main(void)
         cmocka_unit_test(bad_types_are_refused_and_not_counted),
         cmocka_unit_test(consume_takes_only_the_next_record),
         cmocka_unit_test(commit_publishes_only_the_used_length),
+        cmocka_unit_test(
+            commit_gives_back_the_unused_room_of_the_last_reservation),
         cmocka_unit_test(cancelled_reservation_is_skipped),
         cmocka_unit_test(full_ring_drops_and_counts),
         cmocka_unit_test(a_record_larger_than_the_ring_is_dropped),
