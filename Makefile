@@ -117,7 +117,7 @@ $(BUILD)/spanprof-dump: tools/dump/spanprof_dump.c $(EXPORT_LIB) $(CORE_LIB)
 
 # --- nginx: Debian's nginx-dev tree, --with-compat, our `config` script
 
-NGX_CC_OPT := -Wall -Wextra -Werror -Wno-unused-parameter -I$(CURDIR)/core/include
+NGX_CC_OPT := -O2 -Wall -Wextra -Werror -Wno-unused-parameter -I$(CURDIR)/core/include
 
 $(BUILD)/nginx/Makefile: config Makefile
 	@mkdir -p $(B)/nginx
