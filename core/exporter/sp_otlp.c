@@ -43,6 +43,13 @@ typedef struct sp_ob_group {
     sp_buf   resource;  /* the Resource message's fields */
     sp_buf   items;     /* the scope message's LogRecord/Span fields */
     size_t   hint;      /* room to give items when it has no memory */
+    /* Its size in the request when items held `sized` bytes, and the
+     * items length below which the size grows by just what items grow
+     * (no nested length needs another byte): a span adds to it without
+     * measuring the group again. */
+    size_t   size;
+    size_t   sized;
+    size_t   grow_below;
 } sp_ob_group;
 
 typedef struct sp_ob_batch {
@@ -63,17 +70,32 @@ sp_ob_field(size_t body)
     return 1 + sp_pb_varint_size(body) + body;
 }
 
+/* The bodies of the group's scope message and its own, with items of
+ * `items` bytes. */
+static size_t
+sp_ob_scope_body_at(const sp_ob_batch *b, size_t items)
+{
+    return sp_ob_field(b->scope.len) + items;
+}
+
+static size_t
+sp_ob_group_body_at(const sp_ob_batch *b, const sp_ob_group *g,
+                    size_t items)
+{
+    return sp_ob_field(g->resource.len)
+           + sp_ob_field(sp_ob_scope_body_at(b, items));
+}
+
 static size_t
 sp_ob_scope_body(const sp_ob_batch *b, const sp_ob_group *g)
 {
-    return sp_ob_field(b->scope.len) + g->items.len;
+    return sp_ob_scope_body_at(b, g->items.len);
 }
 
 static size_t
 sp_ob_group_body(const sp_ob_batch *b, const sp_ob_group *g)
 {
-    return sp_ob_field(g->resource.len)
-           + sp_ob_field(sp_ob_scope_body(b, g));
+    return sp_ob_group_body_at(b, g, g->items.len);
 }
 
 /* Bytes the group adds to the request. */
@@ -81,6 +103,32 @@ static size_t
 sp_ob_group_size(const sp_ob_batch *b, const sp_ob_group *g)
 {
     return sp_ob_field(sp_ob_group_body(b, g));
+}
+
+/* How much v can grow before its varint takes another byte. */
+static size_t
+sp_ob_varint_room(size_t v)
+{
+    size_t bits = 7 * sp_pb_varint_size(v);
+
+    return bits >= 8 * sizeof(size_t) ? SIZE_MAX - v
+                                      : ((size_t)1 << bits) - v;
+}
+
+/* g's size and how far its items can grow at that rate, measured. */
+static void
+sp_ob_group_measure(const sp_ob_batch *b, sp_ob_group *g)
+{
+    size_t scope = sp_ob_scope_body(b, g), body = sp_ob_group_body(b, g);
+    size_t room = sp_ob_varint_room(scope);
+
+    if (sp_ob_varint_room(body) < room) {
+        room = sp_ob_varint_room(body);
+    }
+    g->size = sp_ob_field(body);
+    g->sized = g->items.len;
+    g->grow_below = room > SIZE_MAX - g->items.len ? SIZE_MAX
+                                                   : g->items.len + room;
 }
 
 static sp_status
@@ -242,7 +290,7 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
                 sp_ob_group **out, bool *created)
 {
     sp_ob_group *g;
-    size_t       i, cap, size;
+    size_t       i, cap;
     sp_status    rc;
 
     *created = false;
@@ -292,11 +340,11 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
     if ((rc = sp_buf_status(&g->resource)) != SP_OK) {
         return rc;
     }
-    size = sp_ob_group_size(b, g);
-    if (b->size + size > b->max_bytes) {
+    sp_ob_group_measure(b, g);
+    if (b->size + g->size > b->max_bytes) {
         return SP_ERR_TOO_LONG;
     }
-    b->size += size;
+    b->size += g->size;
     b->last = b->groups_len++;
     *created = true;
     *out = g;
@@ -865,24 +913,76 @@ sp_otlp_span_check(const sp_otlp_traces *t, const sp_span_record *s,
     return SP_OK;
 }
 
+/*
+ * Every span the exporter sends passes here, so its field goes in with
+ * one bound check and one copy: the group's size after it is known
+ * before anything is written (sp_ob_group_measure), and a span that would
+ * pass the bound is not written at all. The same outcome as an item
+ * opened and closed (sp_ob_item_open, sp_ob_item_close), the same bytes
+ * as sp_pb_bytes.
+ */
 sp_status
 sp_otlp_traces_add_span(sp_otlp_traces *t, const sp_resource *res,
                         const sp_span_view *v)
 {
-    sp_ob_item it;
-    sp_status  rc;
+    sp_ob_batch *b;
+    sp_ob_group *g;
+    sp_buf      *items;
+    uint8_t     *p;
+    size_t       n, field, len, after;
+    bool         created = false;
+    sp_status    rc;
 
     if (t == NULL || v == NULL || v->otlp == NULL) {
         return SP_ERR_INVALID;
     }
-    rc = sp_ob_item_open(&t->batch, res, v->pid, &it);
-    if (rc != SP_OK) {
+    b = &t->batch;
+    if (b->last < b->groups_len && b->groups[b->last].pid == v->pid) {
+        g = &b->groups[b->last];
+    } else if ((rc = sp_ob_group_get(b, res, v->pid, &g, &created))
+               != SP_OK)
+    {
         return rc;
     }
-    /* the span's length is known: no length to fill in afterwards */
-    return sp_ob_item_close(&t->batch, &it,
-                            sp_pb_bytes(&it.g->items, OF_SCOPE_ITEM,
-                                        v->otlp, v->otlp_len));
+    items = &g->items;
+    if (g->sized != items->len) {
+        sp_ob_group_measure(b, g);
+    }
+    n = v->otlp_len;
+    field = 1 + sp_pb_varint_size(n) + n;
+    len = items->len + field;
+    after = len < g->grow_below ? g->size + field
+                                : sp_ob_field(sp_ob_group_body_at(b, g, len));
+    rc = field > items->cap - items->len || items->err != SP_OK
+         ? sp_buf_reserve(items, field) : SP_OK;
+    if (rc == SP_OK && b->size - g->size + after > b->max_bytes) {
+        rc = SP_ERR_TOO_LONG;
+    }
+    if (rc != SP_OK) {
+        sp_buf_truncate(items, items->len);    /* its error cleared */
+        if (created) {
+            sp_ob_drop_new(b, g);
+        }
+        return rc;
+    }
+    p = items->data + items->len;
+    *p++ = (OF_SCOPE_ITEM << 3) | 2;
+    while (n >= 0x80) {
+        *p++ = (uint8_t)(n | 0x80);
+        n >>= 7;
+    }
+    *p++ = (uint8_t)n;
+    memcpy(p, v->otlp, v->otlp_len);
+    items->len = len;
+    b->size = b->size - g->size + after;
+    b->count++;
+    if (len < g->grow_below) {
+        g->size = after;
+        g->sized = len;
+    } else {
+        sp_ob_group_measure(b, g);
+    }
+    return SP_OK;
 }
 
 sp_status

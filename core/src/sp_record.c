@@ -393,13 +393,15 @@ static bool
 sp_get_varint(const unsigned char *p, size_t n, size_t *i, uint64_t *v)
 {
     uint64_t x = 0;
+    size_t   k = *i;
     int      shift;
 
-    for (shift = 0; shift < 35 && *i < n; shift += 7) {
-        uint8_t b = p[(*i)++];
+    for (shift = 0; shift < 35 && k < n; shift += 7) {
+        uint8_t b = p[k++];
 
         x |= (uint64_t)(b & 0x7f) << shift;
         if (b < 0x80) {
+            *i = k;
             *v = x;
             return true;
         }
@@ -413,24 +415,36 @@ static inline bool
 sp_get_field(const unsigned char *p, size_t n, size_t *i, uint8_t tag,
     size_t *off, size_t *len)
 {
+    size_t   k = *i;
     uint64_t v;
 
-    if (*i >= n || p[*i] != tag) {
+    if (k >= n || p[k] != tag) {
         return false;
     }
-    (*i)++;
-    if (*i < n && p[*i] < 0x80) {
-        v = p[(*i)++];      /* most lengths: one byte */
-    } else if (!sp_get_varint(p, n, i, &v)) {
+    k++;
+    if (k < n && p[k] < 0x80) {
+        v = p[k++];         /* most lengths: one byte */
+    } else if (!sp_get_varint(p, n, &k, &v)) {
         return false;
     }
-    if (v > n - *i) {
+    if (v > n - k) {
         return false;
     }
-    *off = *i;
+    *off = k;
     *len = (size_t)v;
-    *i += (size_t)v;
+    *i = k + (size_t)v;
     return true;
+}
+
+/* Past the attribute at p[i] whose length takes more than one byte, or 0
+ * when it runs past n. Out of line: inlined, its registers cost the
+ * one-byte loop an instruction per attribute. */
+static __attribute__((noinline)) size_t
+sp_skip_attr(const unsigned char *p, size_t n, size_t i)
+{
+    size_t off, len;
+
+    return sp_get_field(p, n, &i, SP_TAG_SPAN_ATTR, &off, &len) ? i : 0;
 }
 
 /*
@@ -439,12 +453,19 @@ sp_get_field(const unsigned char *p, size_t n, size_t *i, uint8_t tag,
  * present and not zero. The attributes' insides are the encoder's and are
  * covered by the ring's checksum; the framing is what keeps one bad
  * record from taking its neighbours in the request with it.
+ *
+ * The exporter runs this on every span, so the usual forms go first: ids
+ * at fixed offsets, and attributes (a dozen, each a tag and a one-byte
+ * length) walked against a limit 6 bytes before the end, the flags' room,
+ * which leaves their tag and length always readable. An attribute that
+ * passes the limit fails the record a little sooner than it would fail
+ * at the flags; any other form of a field takes the general path.
  */
 sp_status
 sp_span_decode(const void *body, size_t len, sp_span_view *out)
 {
     const unsigned char *b = body, *p;
-    size_t               n, i = 0, off, flen;
+    size_t               n, m, i = 0, trace, span, off, flen, l;
     uint64_t             v;
 
     if (body == NULL || len < SP_SPAN_HEAD || sp_get32(b, 4) != 0) {
@@ -452,19 +473,24 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
     }
     p = b + SP_SPAN_HEAD;
     n = len - SP_SPAN_HEAD;
-    memset(out, 0, sizeof(*out));
-    if (!sp_get_field(p, n, &i, SP_TAG_SPAN_TRACE_ID, &off, &flen)
-        || flen != 16 || sp_all_zero(p + off, 16))
+    /* the ids' lengths as the encoder writes them, one byte each */
+    if (n >= 28 && p[0] == SP_TAG_SPAN_TRACE_ID && p[1] == 16
+        && p[18] == SP_TAG_SPAN_SPAN_ID && p[19] == 8)
+    {
+        trace = 2;
+        span = 20;
+        i = 28;
+    } else if (!sp_get_field(p, n, &i, SP_TAG_SPAN_TRACE_ID, &trace, &flen)
+               || flen != 16
+               || !sp_get_field(p, n, &i, SP_TAG_SPAN_SPAN_ID, &span,
+                                &flen)
+               || flen != 8)
     {
         return SP_ERR_INVALID;
     }
-    out->trace_id = p + off;
-    if (!sp_get_field(p, n, &i, SP_TAG_SPAN_SPAN_ID, &off, &flen)
-        || flen != 8 || sp_all_zero(p + off, 8))
-    {
+    if (sp_all_zero(p + trace, 16) || sp_all_zero(p + span, 8)) {
         return SP_ERR_INVALID;
     }
-    out->span_id = p + off;
     if (i < n && p[i] == SP_TAG_SPAN_TRACE_STATE
         && (!sp_get_field(p, n, &i, SP_TAG_SPAN_TRACE_STATE, &off, &flen)
             || flen == 0 || flen > SP_TRACESTATE_MAX_LEN))
@@ -482,23 +508,34 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
     }
     if (i < n && p[i] == SP_TAG_SPAN_KIND) {
         i++;
-        if (!sp_get_varint(p, n, &i, &v) || v > SP_SPAN_KIND_MAX) {
+        if (i < n && p[i] <= SP_SPAN_KIND_MAX) {
+            i++;
+        } else if (!sp_get_varint(p, n, &i, &v) || v > SP_SPAN_KIND_MAX) {
             return SP_ERR_INVALID;
         }
     }
-    if (n - i < 18 || p[i] != SP_TAG_SPAN_START
+    /* the two times, and the flags' 6 bytes somewhere after them */
+    if (n - i < 18 + 6 || p[i] != SP_TAG_SPAN_START
         || p[i + 9] != SP_TAG_SPAN_END)
     {
         return SP_ERR_INVALID;
     }
     i += 18;
-    while (i < n && p[i] == SP_TAG_SPAN_ATTR) {
-        if (!sp_get_field(p, n, &i, SP_TAG_SPAN_ATTR, &off, &flen)) {
+    m = n - 6;
+    /* i <= m from here on: p[i..i + 6) lie inside the message */
+    while (p[i] == SP_TAG_SPAN_ATTR) {
+        l = p[i + 1];
+        if (l < 0x80) {
+            i += l + 2;
+            if (i > m) {
+                return SP_ERR_INVALID;
+            }
+        } else if ((i = sp_skip_attr(p, m, i)) == 0) {
             return SP_ERR_INVALID;
         }
     }
-    if (i < n && p[i] == SP_TAG_SPAN_STATUS) {
-        if (n - i < 4 || p[i + 1] != 2 || p[i + 2] != SP_TAG_STATUS_CODE
+    if (p[i] == SP_TAG_SPAN_STATUS) {
+        if (p[i + 1] != 2 || p[i + 2] != SP_TAG_STATUS_CODE
             || p[i + 3] > SP_STATUS_ERROR)
         {
             return SP_ERR_INVALID;
@@ -513,6 +550,8 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
     out->pid = sp_get32(b, 0);
     out->otlp = p;
     out->otlp_len = n;
+    out->trace_id = p + trace;
+    out->span_id = p + span;
     return SP_OK;
 }
 

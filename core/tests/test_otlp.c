@@ -797,6 +797,60 @@ traces_refuse_spans_receivers_would_reject(void **state)
     sp_otlp_traces_destroy(t);
 }
 
+/*
+ * The size a traces builder keeps is the size it serializes after every
+ * span, as the group's nested lengths grow past one, two and three bytes,
+ * for two workers taking turns; at the bound a span is refused and
+ * changes nothing, and a new worker's is refused too.
+ */
+#define SP_TEST_TRACES_MAX (32u << 10)
+
+static void
+traces_size_is_exact_up_to_max_bytes(void **state)
+{
+    sp_resource    *res = resource("svc", true);
+    sp_otlp_traces *t = new_traces(SP_TEST_TRACES_MAX);
+    sp_span_record  s = span(1, 1, false);
+    sp_buf          out = SP_BUF_INIT(0), again = SP_BUF_INIT(0);
+    size_t          added = 0, size, i;
+    sp_status       rc = SP_OK;
+
+    (void)state;
+    for (i = 0; i < 100000 && rc == SP_OK; i++) {
+        s.pid = 1 + (uint32_t)(i / 7 % 2);
+        s.span_id[7] = (uint8_t)(i + 1);
+        rc = sp_otlp_traces_add(t, res, &s, span_attrs,
+            sizeof(span_attrs) / sizeof(span_attrs[0]));
+        if (rc != SP_OK) {
+            break;
+        }
+        added++;
+        sp_buf_clear(&out);
+        assert_int_equal(sp_otlp_traces_serialize(t, &out), SP_OK);
+        assert_int_equal(out.len, sp_otlp_traces_size(t));
+        assert_true(out.len <= SP_TEST_TRACES_MAX);
+    }
+    assert_int_equal(rc, SP_ERR_TOO_LONG);
+    assert_true(sp_otlp_traces_size(t) > 16384);
+    assert_int_equal(sp_otlp_traces_count(t), added);
+
+    size = sp_otlp_traces_size(t);
+    assert_int_equal(sp_otlp_traces_add(t, res, &s, span_attrs, 1),
+                     SP_ERR_TOO_LONG);
+    s.pid = 999;
+    assert_int_equal(sp_otlp_traces_add(t, res, &s, NULL, 0),
+                     SP_ERR_TOO_LONG);
+    assert_int_equal(sp_otlp_traces_count(t), added);
+    assert_int_equal(sp_otlp_traces_size(t), size);
+    assert_int_equal(sp_otlp_traces_serialize(t, &again), SP_OK);
+    assert_int_equal(again.len, out.len);
+    assert_memory_equal(again.data, out.data, out.len);
+    sp_buf_free(&out);
+    sp_buf_free(&again);
+    sp_otlp_traces_destroy(t);
+    sp_resource_destroy(res);
+}
+
 static void
 one_request_holds_at_most_max_resources_workers(void **state)
 {
@@ -1163,6 +1217,7 @@ main(void)
         cmocka_unit_test(requests_stay_within_max_bytes),
         cmocka_unit_test(traces_round_trip),
         cmocka_unit_test(traces_refuse_spans_receivers_would_reject),
+        cmocka_unit_test(traces_size_is_exact_up_to_max_bytes),
         cmocka_unit_test(one_request_holds_at_most_max_resources_workers),
         cmocka_unit_test(reset_gives_what_a_new_builder_gives),
         cmocka_unit_test(span_bytes_are_what_protobuf_c_writes),
