@@ -271,6 +271,7 @@ sub callgrind_total {
     my $start = time;
     my $pid = spawn(server_env($mode, $recv), "$dir/stderr.log",
                     'valgrind', '--tool=callgrind', '--trace-children=yes',
+                    split(' ', $ENV{BENCH_CALLGRIND_OPTS} // ''),
                     "--callgrind-out-file=$dir/cg/cg.%p", @cmd);
     wait_for_port($port, 60) or die "nginx ($mode) under valgrind did not start";
     sleep 2;
