@@ -77,6 +77,12 @@ sp_recorded(const sp_entry_policy *p, const sp_entry *e)
     }
 }
 
+/* The baggage a request without any sends on, selected or not. */
+static const char sp_selection_member_highest[] =
+    SP_SNAPSHOT_VOLUME_KEY "=" SP_SNAPSHOT_VOLUME_HIGHEST;
+static const char sp_selection_member_off[] =
+    SP_SNAPSHOT_VOLUME_KEY "=" SP_SNAPSHOT_VOLUME_OFF;
+
 void
 sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
                const sp_entry_headers *in, char *scratch, size_t scratch_size,
@@ -125,16 +131,34 @@ sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
         }
     }
 
+    /*
+     * Most requests bring no baggage: then what goes on is at most the
+     * one member selection sets, the same bytes the general path below
+     * gives (test_entry), without a baggage list to fill and serialize
+     * for each request.
+     */
+    if (!baggage_on || in->baggage == NULL || in->baggage_len == 0) {
+        if (p->snapshot_enabled) {
+            sp_selection_decide(NULL, out->ctx.trace_id,
+                                p->selection_threshold, out->recorded,
+                                &out->selection);
+            if (baggage_on) {
+                out->baggage = out->selection.selected
+                               ? sp_selection_member_highest
+                               : sp_selection_member_off;
+                out->baggage_len = strlen(out->baggage);
+            }
+        }
+        return;
+    }
+
     sp_baggage_init(&bag);
-    if (baggage_on && in->baggage != NULL && in->baggage_len > 0) {
-        sp_baggage_parse(&bag, in->baggage, in->baggage_len, &counts);
-    }
+    sp_baggage_parse(&bag, in->baggage, in->baggage_len, &counts);
     if (p->snapshot_enabled) {
-        sp_selection_decide(baggage_on ? &bag : NULL, out->ctx.trace_id,
-                            p->selection_threshold, out->recorded,
-                            &out->selection);
+        sp_selection_decide(&bag, out->ctx.trace_id, p->selection_threshold,
+                            out->recorded, &out->selection);
     }
-    if (baggage_on && sp_baggage_count(&bag) > 0 && used < scratch_size
+    if (sp_baggage_count(&bag) > 0 && used < scratch_size
         && sp_baggage_serialize(&bag, scratch + used, scratch_size - used,
                                 &n) == SP_OK
         && n > 0)
