@@ -73,6 +73,7 @@ struct ngx_http_spanprof_ctx_s {
     unsigned                  injected:1;
     unsigned                  off:1;        /* the location says off */
     unsigned                  finished:1;
+    unsigned                  watched:1;    /* counted in nprofiled */
 };
 
 
@@ -117,6 +118,8 @@ static ngx_http_spanprof_ctx_t    *ngx_http_spanprof_free;
 static ngx_uint_t                  ngx_http_spanprof_nfree;
 static ngx_http_phase_handler_pt  *ngx_http_spanprof_checkers;
 static ngx_http_phase_handler_t   *ngx_http_spanprof_phase_base;
+static ngx_uint_t                  ngx_http_spanprof_nphases;
+static ngx_uint_t                  ngx_http_spanprof_nprofiled;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
 static ngx_event_t                 ngx_http_spanprof_poll_ev;
 static char                        ngx_http_spanprof_scratch[
@@ -150,6 +153,8 @@ static void ngx_http_spanprof_poll(ngx_event_t *ev);
 static ngx_http_spanprof_ctx_t *ngx_http_spanprof_get_ctx(
     ngx_http_request_t *r);
 static void ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx);
+static void ngx_http_spanprof_watch(ngx_http_spanprof_ctx_t *ctx);
+static void ngx_http_spanprof_unwatch(ngx_http_spanprof_ctx_t *ctx);
 static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
@@ -993,7 +998,11 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    /* Every phase checker tells the sampler whose work runs now. */
+    /*
+     * While a profiled request is in the worker, every phase checker
+     * tells the sampler whose work runs now (ngx_http_spanprof_watch()):
+     * the originals are kept here.
+     */
     cmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module);
     ph = cmcf->phase_engine.handlers;
     for (n = 0; ph[n].checker; n++) { /* void */ }
@@ -1004,9 +1013,9 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     if (ngx_http_spanprof_checkers != NULL) {
         for (i = 0; i < n; i++) {
             ngx_http_spanprof_checkers[i] = ph[i].checker;
-            ph[i].checker = ngx_http_spanprof_checker;
         }
         ngx_http_spanprof_phase_base = ph;
+        ngx_http_spanprof_nphases = n;
     }
 
     ngx_http_spanprof_poll_ev.handler = ngx_http_spanprof_poll;
@@ -1083,11 +1092,10 @@ ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx)
     /*
      * Only a request being profiled is remembered as current: the many
      * switches among requests that are not profiled (most of them) then
-     * cost a comparison, and never reach the sampler.
+     * cost a comparison, and never reach the sampler. "Being profiled" is
+     * watched: counted, with the checkers that end its sampling in place.
      */
-    if (ctx != NULL
-        && (!ctx->entry.selection.profiled || ctx->finished || ctx->off))
-    {
+    if (ctx != NULL && (!ctx->watched || ctx->finished || ctx->off)) {
         ctx = NULL;
     }
 
@@ -1107,14 +1115,78 @@ ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx)
 }
 
 
+/*
+ * The phase checkers are ours only while a profiled request is in the
+ * worker: with none (most of the time, at the default 1 %) requests run
+ * nginx's own, at no cost (~30 instructions a checker, twenty a request,
+ * callgrind). The first profiled request puts ours in, the last one to
+ * finish takes them out. nginx reads a checker from the array at each
+ * call, so a change takes effect at the next one.
+ */
+static void
+ngx_http_spanprof_watch(ngx_http_spanprof_ctx_t *ctx)
+{
+    ngx_uint_t  i;
+
+    if (ngx_http_spanprof_nprofiled++ == 0) {
+        for (i = 0; i < ngx_http_spanprof_nphases; i++) {
+            ngx_http_spanprof_phase_base[i].checker =
+                                                  ngx_http_spanprof_checker;
+        }
+    }
+
+    ctx->watched = 1;
+}
+
+
+static void
+ngx_http_spanprof_unwatch(ngx_http_spanprof_ctx_t *ctx)
+{
+    ngx_uint_t  i;
+
+    if (!ctx->watched) {
+        return;
+    }
+
+    ctx->watched = 0;
+
+    if (--ngx_http_spanprof_nprofiled == 0) {
+        for (i = 0; i < ngx_http_spanprof_nphases; i++) {
+            ngx_http_spanprof_phase_base[i].checker =
+                                              ngx_http_spanprof_checkers[i];
+        }
+    }
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_checker(ngx_http_request_t *r, ngx_http_phase_handler_t *ph)
 {
     ngx_int_t                 rc;
-    ngx_http_spanprof_ctx_t  *prev;
+    ngx_http_spanprof_ctx_t  *ctx, *prev;
 
     prev = ngx_http_spanprof_current;
-    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
+
+    /*
+     * A request that is not profiled, while none is current: nothing to
+     * tell the sampler before or after (a request runs some twenty
+     * checkers; the full way below cost ~40 instructions each, callgrind).
+     * A request without its context yet (before POST_READ, or after an
+     * internal redirect) takes the full way, which finds it.
+     */
+    if (ctx != NULL && !ctx->watched && prev == NULL) {
+        rc = ngx_http_spanprof_checkers[ph - ngx_http_spanprof_phase_base](r,
+                                                                         ph);
+        if (ngx_http_spanprof_current != NULL) {
+            ngx_http_spanprof_switch(NULL);
+        }
+
+        return rc;
+    }
+
+    ngx_http_spanprof_switch(ctx != NULL ? ctx
+                                         : ngx_http_spanprof_get_ctx(r));
 
     rc = ngx_http_spanprof_checkers[ph - ngx_http_spanprof_phase_base](r, ph);
 
@@ -1127,6 +1199,7 @@ ngx_http_spanprof_checker(ngx_http_request_t *r, ngx_http_phase_handler_t *ph)
 static ngx_int_t
 ngx_http_spanprof_post_read(ngx_http_request_t *r)
 {
+    ngx_uint_t                      watching;
     sp_entry_headers                in;
     ngx_pool_cleanup_t             *cln;
     ngx_http_spanprof_ctx_t        *ctx;
@@ -1211,6 +1284,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     ctx->injected = 0;
     ctx->off = !slcf->enable;
     ctx->finished = 0;
+    ctx->watched = 0;
 
     cln->handler = ngx_http_spanprof_finish;
     ngx_http_set_ctx(r, ctx, ngx_http_spanprof_module);
@@ -1224,8 +1298,23 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
         (void) ngx_http_spanprof_inject(r, ctx, smcf->mask, &found);
     }
 
-    /* From here this request's work is sampled. */
-    ngx_http_spanprof_switch(ctx);
+    /*
+     * From here this request's work is sampled, by the checkers of its
+     * phases. When they were ours already, this runs inside one, which
+     * ends the sampling when it returns; when they were nginx's, nothing
+     * would: then the next phase's checker, ours now, starts it.
+     */
+    if (ctx->entry.selection.profiled && ngx_http_spanprof_sampler != NULL
+        && ngx_http_spanprof_checkers != NULL)
+    {
+        watching = ngx_http_spanprof_nprofiled > 0;
+
+        ngx_http_spanprof_watch(ctx);
+
+        if (watching) {
+            ngx_http_spanprof_switch(ctx);
+        }
+    }
 
     return NGX_DECLINED;
 }
@@ -1673,6 +1762,8 @@ ngx_http_spanprof_finish(void *data)
         ngx_http_spanprof_switch(NULL);
     }
 
+    ngx_http_spanprof_unwatch(ctx);
+
     ngx_http_spanprof_record(ctx);
 
     /* Nothing reaches the context once its pool is destroyed. */
@@ -1796,7 +1887,8 @@ ngx_http_spanprof_header_filter(ngx_http_request_t *r)
     ngx_int_t                 rc;
     ngx_http_spanprof_ctx_t  *prev;
 
-    if (ngx_http_spanprof_sampler == NULL) {
+    /* With no profiled request in the worker there is nothing to tell. */
+    if (ngx_http_spanprof_nprofiled == 0) {
         return ngx_http_next_header_filter(r);
     }
 
@@ -1817,7 +1909,7 @@ ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_int_t                 rc;
     ngx_http_spanprof_ctx_t  *prev;
 
-    if (ngx_http_spanprof_sampler == NULL) {
+    if (ngx_http_spanprof_nprofiled == 0) {
         return ngx_http_next_body_filter(r, in);
     }
 

@@ -142,5 +142,44 @@ my $spread = grep { my $id = $_; grep { heavy_frame($_) } @{ $by->{$id // 'x'} /
     @sel_ids;
 cmp_ok($spread, '>=', 3, "gzip frames under $spread of the 4 heavy requests' ids");
 
+# --- sampling of a selected request stops when its span ends (SPEC 3),
+# also once no selected request is left and the worker's phase checkers
+# are nginx's own again: heavy unselected requests after the selected
+# ones must not carry their ids, and every sample under a selected span's
+# ids was taken between the span's start and end.
+my @after = map { request('/big', 'off') } 1 .. 4;
+my @after_ids = finish(@after);
+is(scalar(grep { defined } @after_ids), 4,
+   'unselected heavy requests after the selected ones answered 200');
+my %want_span;
+my $spans = [];
+my $end = time + 20;
+while (time < $end) {
+    ($spans) = $recv->collect;
+    %want_span = map { $_->{spanId} => $_ } grep {
+        my $t = $_->{traceId}; grep { defined && $_ eq $t } @sel_ids, $slow_id
+    } @$spans;
+    last if keys(%want_span) == @sel_ids + 1;
+    sleep 0.2;
+}
+is(scalar(keys %want_span), @sel_ids + 1, 'the selected requests\' spans');
+$by = samples_by_trace(sub { 1 });
+is(scalar(map { @{ $by->{$_} // [] } } grep { defined } @after_ids), 0,
+   'no sample carries the ids of the unselected requests that came after');
+my ($in, $out) = (0, 0);
+for my $s (map { @{ $by->{$_ // 'x'} // [] } } @sel_ids, $slow_id) {
+    my $span = $want_span{ $s->{labels}{span_id} // '' } or next;
+    my $ms = $s->{labels}{'source.event.time'} // -1;
+    if ($ms >= int($span->{startTimeUnixNano} / 1e6) - 1
+        && $ms <= int($span->{endTimeUnixNano} / 1e6) + 1)
+    {
+        $in++;
+    } else {
+        $out++;
+    }
+}
+cmp_ok($in, '>', 0, "samples under the selected spans' ids ($in)");
+is($out, 0, '... all of them taken while their span was open');
+
 stop($master);
 done_testing();
