@@ -19,7 +19,8 @@
 # CPU 1. Reported: median requests/s and p99 over the rounds, and the ratio
 # of the medians to bare.
 #
-# callgrind: nginx, every process (master, worker, exporter) under
+# callgrind: nginx, then httpd (BENCH_SERVERS picks), every process
+# (master or parent, workers or children, exporter) under
 # valgrind --tool=callgrind --trace-children=yes, for the same wall time
 # with W + N keep-alive requests of the small file (ab -k) and with W;
 # (instructions with W + N - instructions with W) / N per configuration.
@@ -259,21 +260,28 @@ sub run_wrk {
     exit 1 if $failures;
 }
 
-# Instructions of every process of one nginx run under callgrind.
+# Instructions of every process of one server's run under callgrind.
 sub callgrind_total {
-    my ($mode, $requests, $recv, $up) = @_;
+    my ($server, $mode, $requests, $recv, $up) = @_;
     my $dir = new_dir();
     my $port = free_port();
-    my @cmd = nginx_server($dir, $mode, $port, $up);
-    # The workers (nobody) write their own profiles when they exit.
+    my @cmd = $server eq 'nginx' ? nginx_server($dir, $mode, $port, $up)
+                                 : httpd_server($dir, $mode, $port, $up);
+    # The workers and children (nobody) write their own profiles when
+    # they exit.
     mkdir "$dir/cg";
     chmod 01777, "$dir/cg";
     my $start = time;
     my $pid = spawn(server_env($mode, $recv), "$dir/stderr.log",
+                    # httpd's parent forks the exporter as root and the
+                    # child becomes nobody: a vgdb file the root valgrind
+                    # made for that pid would stop the child's valgrind.
                     'valgrind', '--tool=callgrind', '--trace-children=yes',
+                    '--vgdb=no',
                     split(' ', $ENV{BENCH_CALLGRIND_OPTS} // ''),
                     "--callgrind-out-file=$dir/cg/cg.%p", @cmd);
-    wait_for_port($port, 60) or die "nginx ($mode) under valgrind did not start";
+    wait_for_port($port, 60)
+        or die "$server ($mode) under valgrind did not start";
     sleep 2;
     if ($requests) {
         my $out = `ab -k -n $requests -c 1 http://127.0.0.1:$port/small.html 2>&1`;
@@ -282,7 +290,8 @@ sub callgrind_total {
         die "ab: $out" if !defined $failed || $failed || $non2xx;
     }
     sleep 0.2 while time < $start + $CALLGRIND_SECONDS;
-    kill 'QUIT', $pid;
+    # Both stop gracefully, their children writing their profiles.
+    kill $server eq 'nginx' ? 'QUIT' : 'WINCH', $pid;
     waitpid($pid, 0);
     # The exporter flushes and writes its profile after the master is gone.
     my $end = time + 60;
@@ -293,16 +302,16 @@ sub callgrind_total {
         sleep 0.5;
     }
     if (my $keep = $ENV{BENCH_KEEP}) {      # for callgrind_annotate
-        system('mkdir', '-p', "$keep/$mode-$requests");
-        system("cp $dir/cg/cg.* $keep/$mode-$requests/");
+        system('mkdir', '-p', "$keep/$server-$mode-$requests");
+        system("cp $dir/cg/cg.* $keep/$server-$mode-$requests/");
     }
     my (%by);
     for my $f (glob "$dir/cg/cg.*") {
         my $text = read_file($f);
         my ($cmd) = $text =~ /^cmd:\s*(.*)$/m;
         my ($n) = $text =~ /^(?:summary|totals):\s*(\d+)/m;
-        my $who = ($cmd // '') =~ /spanprof-exporter/ ? 'exporter' : 'nginx';
-        $who = 'worker' if $who eq 'nginx' && (stat $f)[4] != 0;
+        my $who = ($cmd // '') =~ /spanprof-exporter/ ? 'exporter' : 'main';
+        $who = 'worker' if $who eq 'main' && (stat $f)[4] != 0;
         $by{$who} += $n // 0;
         $by{all} += $n // 0;
     }
@@ -314,34 +323,44 @@ sub run_callgrind {
     my $recv = Spanprof::Receiver->start(dir => $dir);
     my ($uppid, $up) = upstream_start();
     my %per;
+    my @servers = split ' ', ($ENV{BENCH_SERVERS} // 'nginx httpd');
     my @modes = split ' ', ($ENV{BENCH_MODES} // 'bare off tracing snapshot');
-    for my $mode (@modes) {
-        my $idle = callgrind_total($mode, $CALLGRIND_WARMUP, $recv, $up);
-        my $busy = callgrind_total($mode,
-                                   $CALLGRIND_WARMUP + $CALLGRIND_REQUESTS,
-                                   $recv, $up);
-        $per{$mode} = { map { $_ => (($busy->{$_} // 0) - ($idle->{$_} // 0))
-                                  / $CALLGRIND_REQUESTS } qw(all worker exporter) };
-        printf STDERR "callgrind %-9s %8.0f instructions/request (worker "
-            . "%.0f, exporter %.0f)\n", $mode, @{ $per{$mode} }{qw(all worker exporter)};
+    for my $server (@servers) {
+        for my $mode (@modes) {
+            my $idle = callgrind_total($server, $mode, $CALLGRIND_WARMUP,
+                                       $recv, $up);
+            my $busy = callgrind_total($server, $mode,
+                                       $CALLGRIND_WARMUP + $CALLGRIND_REQUESTS,
+                                       $recv, $up);
+            my $p = $per{$server}{$mode} = {
+                map { $_ => (($busy->{$_} // 0) - ($idle->{$_} // 0))
+                            / $CALLGRIND_REQUESTS } qw(all worker exporter) };
+            printf STDERR "callgrind %-5s %-9s %8.0f instructions/request "
+                . "(workers %.0f, exporter %.0f)\n", $server, $mode,
+                @$p{qw(all worker exporter)};
+        }
     }
     stop($uppid);
     $recv->stop;
-    print "## callgrind, nginx, small static file, keep-alive, ",
-        strftime('%Y-%m-%d', gmtime), "\n\n", machine(), "\n";
-    printf "ab -k -c 1 -n %d, each run %d s of wall time, minus the same "
-        . "run with ab -n %d, over %d\n\n",
-        $CALLGRIND_WARMUP + $CALLGRIND_REQUESTS, $CALLGRIND_SECONDS,
-        $CALLGRIND_WARMUP, $CALLGRIND_REQUESTS;
-    print "| configuration | instructions/request (all processes) | "
-        . "the worker | the exporter | added to bare |\n"
-        . "| --- | --- | --- | --- | --- |\n";
-    for my $mode (@modes) {
-        printf "| %s | %.0f | %.0f | %.0f | %+.0f |\n", $mode,
-            $per{$mode}{all}, $per{$mode}{worker}, $per{$mode}{exporter},
-            $per{$mode}{all} - ($per{bare}{all} // 0);
+    for my $server (@servers) {
+        print "## callgrind, $server, small static file, keep-alive, ",
+            strftime('%Y-%m-%d', gmtime), "\n\n", machine(), "\n";
+        printf "ab -k -c 1 -n %d, each run %d s of wall time, minus the same "
+            . "run with ab -n %d, over %d\n\n",
+            $CALLGRIND_WARMUP + $CALLGRIND_REQUESTS, $CALLGRIND_SECONDS,
+            $CALLGRIND_WARMUP, $CALLGRIND_REQUESTS;
+        print "| configuration | instructions/request (all processes) | "
+            . ($server eq 'nginx' ? 'the worker' : 'the child')
+            . " | the exporter | added to bare |\n"
+            . "| --- | --- | --- | --- | --- |\n";
+        for my $mode (@modes) {
+            my $p = $per{$server}{$mode};
+            printf "| %s | %.0f | %.0f | %.0f | %+.0f |\n", $mode,
+                $p->{all}, $p->{worker}, $p->{exporter},
+                $p->{all} - ($per{$server}{bare}{all} // 0);
+        }
+        print "\n";
     }
-    print "\n";
 }
 
 run_wrk() if $what eq 'wrk' || $what eq 'all';

@@ -55,8 +55,9 @@ typedef struct sp_entry {
     sp_selection    selection;      /* selection.profiled: sample it */
     uint64_t        start_ns;       /* CLOCK_REALTIME */
     /* Header values to send upstream, NUL-terminated; tracestate and
-     * baggage point into the scratch given to sp_entry_begin (copy them
-     * before it is reused) and are NULL when there is nothing to send. */
+     * baggage point into the scratch given to sp_entry_begin or at
+     * constants (copy them before the scratch is reused) and are NULL
+     * when there is nothing to send. */
     char            traceparent[SP_TRACEPARENT_SIZE];
     const char     *tracestate;
     size_t          tracestate_len;
