@@ -321,6 +321,13 @@ spanprof_exporter_event(int reason, void *data, int status)
             apr_proc_other_child_unregister(data);
             break;
         }
+        /* APR gives the exit code or the signal, without saying which.
+         * Warn: what it held is lost, the next one goes on. */
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
+                     "spanprof: exporter process %" APR_PID_T_FMT
+                     " exited (status %d), starting another",
+                     spanprof_exporter != NULL ? spanprof_exporter->pid : 0,
+                     status);
         /* APR calls us with UNREGISTER from within: not a stop. */
         spanprof_exporter_replacing = 1;
         apr_proc_other_child_unregister(data);

@@ -204,6 +204,10 @@ CONF
         sleep 0.1;
     }
     is(scalar @new, 1, "$mpm: kill -9: a new exporter starts");
+    my $why = $exp ? qr/\[spanprof:warn\].*exporter process $exp->{pid} exited \(status 9\)/
+                   : qr/^\z/;
+    like(read_file("$dir/error.log"), $why,
+         "$mpm: kill -9: its end is logged at warn, with the signal");
     @ids = traced($port, 5);
     is(arrived($recv, 10, @ids), 5, "$mpm: kill -9: spans flow again");
 
