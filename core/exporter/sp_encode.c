@@ -106,19 +106,6 @@ sp_buf_append(sp_buf *b, const void *p, size_t n)
 #define SP_WIRE_LEN     2
 #define SP_WIRE_I32     5
 
-static size_t
-sp_pb_varint_write(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 sp_status
 sp_pb_put_varint(sp_buf *b, uint64_t v)
 {

@@ -949,7 +949,7 @@ sp_otlp_traces_add_span(sp_otlp_traces *t, const sp_resource *res,
         sp_ob_group_measure(b, g);
     }
     n = v->otlp_len;
-    field = 1 + sp_pb_varint_size(n) + n;
+    field = sp_ob_field(n);
     len = items->len + field;
     after = len < g->grow_below ? g->size + field
                                 : sp_ob_field(sp_ob_group_body_at(b, g, len));
@@ -967,11 +967,7 @@ sp_otlp_traces_add_span(sp_otlp_traces *t, const sp_resource *res,
     }
     p = items->data + items->len;
     *p++ = (OF_SCOPE_ITEM << 3) | 2;
-    while (n >= 0x80) {
-        *p++ = (uint8_t)(n | 0x80);
-        n >>= 7;
-    }
-    *p++ = (uint8_t)n;
+    p += sp_pb_varint_write(p, n);
     memcpy(p, v->otlp, v->otlp_len);
     items->len = len;
     b->size = b->size - g->size + after;

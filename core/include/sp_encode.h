@@ -75,6 +75,20 @@ sp_pb_varint_size(uint64_t v)
     return n;
 }
 
+/* v as a varint at p, which has room for 10 bytes; the bytes written. */
+static inline size_t
+sp_pb_varint_write(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
 /* A bare varint, no tag (packed repeated fields, lengths). */
 SP_API sp_status sp_pb_put_varint(sp_buf *b, uint64_t v);
 
