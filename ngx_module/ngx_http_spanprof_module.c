@@ -120,6 +120,7 @@ static ngx_http_phase_handler_pt  *ngx_http_spanprof_checkers;
 static ngx_http_phase_handler_t   *ngx_http_spanprof_phase_base;
 static ngx_uint_t                  ngx_http_spanprof_nphases;
 static ngx_uint_t                  ngx_http_spanprof_nprofiled;
+static ngx_uint_t                  ngx_http_spanprof_nested;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
 static ngx_event_t                 ngx_http_spanprof_poll_ev;
 static char                        ngx_http_spanprof_scratch[
@@ -1188,7 +1189,9 @@ ngx_http_spanprof_checker(ngx_http_request_t *r, ngx_http_phase_handler_t *ph)
     ngx_http_spanprof_switch(ctx != NULL ? ctx
                                          : ngx_http_spanprof_get_ctx(r));
 
+    ngx_http_spanprof_nested++;
     rc = ngx_http_spanprof_checkers[ph - ngx_http_spanprof_phase_base](r, ph);
+    ngx_http_spanprof_nested--;
 
     ngx_http_spanprof_switch(prev);
 
@@ -1766,13 +1769,24 @@ ngx_http_spanprof_finish(void *data)
 
     ngx_http_spanprof_record(ctx);
 
-    /* Nothing reaches the context once its pool is destroyed. */
-    if (ngx_http_spanprof_nfree < NGX_HTTP_SPANPROF_FREE_MAX) {
-        ctx->next = ngx_http_spanprof_free;
-        ngx_http_spanprof_free = ctx;
-        ngx_http_spanprof_nfree++;
+    /*
+     * Nothing reaches the context through the request once its pool is
+     * destroyed, but a checker or filter further up the stack may hold it
+     * as the context to go back to (prev), and reads it on the way out:
+     * while one does, it stays in the free list, whatever its length.
+     */
+    ctx->next = ngx_http_spanprof_free;
+    ngx_http_spanprof_free = ctx;
+    ngx_http_spanprof_nfree++;
 
-    } else {
+    if (ngx_http_spanprof_nested > 0) {
+        return;
+    }
+
+    while (ngx_http_spanprof_nfree > NGX_HTTP_SPANPROF_FREE_MAX) {
+        ctx = ngx_http_spanprof_free;
+        ngx_http_spanprof_free = ctx->next;
+        ngx_http_spanprof_nfree--;
         ngx_free(ctx);
     }
 }
@@ -1895,7 +1909,9 @@ ngx_http_spanprof_header_filter(ngx_http_request_t *r)
     prev = ngx_http_spanprof_current;
     ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
 
+    ngx_http_spanprof_nested++;
     rc = ngx_http_next_header_filter(r);
+    ngx_http_spanprof_nested--;
 
     ngx_http_spanprof_switch(prev);
 
@@ -1916,7 +1932,9 @@ ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     prev = ngx_http_spanprof_current;
     ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
 
+    ngx_http_spanprof_nested++;
     rc = ngx_http_next_body_filter(r, in);
+    ngx_http_spanprof_nested--;
 
     ngx_http_spanprof_switch(prev);
 
