@@ -647,6 +647,36 @@ spanprof_set_env(request_rec *r, spanprof_request *sr)
     }
 }
 
+/*
+ * An HTTP/1.1 request asking to change protocols that the server will
+ * switch (h2c: core's upgrade handler, mod_http2): the new connection
+ * serves it again, as its first stream, with the headers it came with.
+ * That one is the client's request and gets the entry span; this one gets
+ * none, lends it no parent, and its thread, which goes on to run the
+ * whole HTTP/2 session, is not sampled for it. The same test as core's.
+ */
+static int
+spanprof_switches_protocol(request_rec *r)
+{
+    conn_rec           *c = r->connection;
+    const char         *upgrade, *connection, *protocol;
+    apr_array_header_t *offers = NULL;
+
+    upgrade = apr_table_get(r->headers_in, "Upgrade");
+    if (upgrade == NULL || *upgrade == '\0' || c->master != NULL) {
+        return 0;
+    }
+    connection = apr_table_get(r->headers_in, "Connection");
+    if (connection == NULL || !ap_find_token(r->pool, connection, "upgrade")
+        || ap_parse_token_list_strict(r->pool, upgrade, &offers, 0) != NULL
+        || offers == NULL || offers->nelts == 0)
+    {
+        return 0;
+    }
+    protocol = ap_select_protocol(c, r, NULL, offers);
+    return protocol != NULL && strcmp(protocol, ap_get_protocol(c)) != 0;
+}
+
 static int
 spanprof_post_read_request(request_rec *r)
 {
@@ -655,7 +685,7 @@ spanprof_post_read_request(request_rec *r)
     spanprof_request *sr;
 
     if (!spanprof_active || r->main != NULL || r->prev != NULL
-        || !spanprof_enabled_here(r))
+        || !spanprof_enabled_here(r) || spanprof_switches_protocol(r))
     {
         return DECLINED;
     }

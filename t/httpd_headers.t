@@ -20,6 +20,8 @@ use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Upstream;
 use Spanprof::HeaderMatrix qw(run_matrix check_samples_in_spans);
+use Spanprof::Cases qw(wait_spans);
+use Time::HiRes qw(sleep);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -65,6 +67,26 @@ run_matrix(recv => $recv, up => $up, log => "$dir/sp.log", server => 'httpd',
            port_of => sub { $port },
            route_of => sub { $_[0] ? 'proxy-server' : undef },
            probability => $PROBABILITY);
+
+# An HTTP/1.1 request upgraded to h2c (Upgrade: h2c, answered 101) is one
+# client request, served again as the first stream of the new connection:
+# one span, that stream's, whose parent is the span the client named.
+{
+    my ($tid, $sid) = ('5a' x 16, '6b' x 8);
+    my $code = `curl -s -o /dev/null -w '%{http_code}' --http2 -H 'traceparent: 00-$tid-$sid-01' http://127.0.0.1:$port/`;
+    is($code, '200', 'h2c upgrade: answered over HTTP/2');
+    my @first = wait_spans($recv, sub { $_[0]{traceId} eq $tid });
+    sleep 0.5;      # a second span would be exported by now (BSP 100 ms)
+    my @mine = wait_spans($recv, sub { $_[0]{traceId} eq $tid }, 2);
+    is(scalar @mine, 1, 'h2c upgrade: one span for the request');
+    is($mine[0]{parentSpanId}, $sid, 'h2c upgrade: the parent is the client\'s');
+    is(Spanprof::Receiver::attribute($mine[0]{attributes},
+                                     'network.protocol.version'),
+       '2', 'h2c upgrade: the span is the HTTP/2 stream\'s');
+    is(Spanprof::Receiver::attribute($mine[0]{attributes},
+                                     'http.response.status_code'),
+       200, 'h2c upgrade: its status is the response\'s, not 101');
+}
 
 stop($httpd);
 check_samples_in_spans($recv);
