@@ -19,6 +19,7 @@
 #include "http_protocol.h"
 #include "http_request.h"
 #include "ap_mpm.h"
+#include "mpm_common.h"
 #include "unixd.h"
 
 #include "apr_atomic.h"
@@ -92,6 +93,10 @@ static apr_proc_t       *spanprof_exporter;
 /* Set once we asked it to go: its death calls for no new one. */
 static int               spanprof_exporter_stopping;
 static int               spanprof_exporter_replacing;
+/* Exits soon after starting delay the next start (sp_exporter_launch.h):
+ * until this time, when not 0; the monitor hook starts it then. */
+static sp_exporter_restarts  spanprof_restarts;
+static apr_time_t        spanprof_restart_at;
 
 static apr_status_t
 spanprof_destroy_config(void *data)
@@ -301,6 +306,8 @@ spanprof_exporter_spawn(server_rec *s)
         return APR_EGENERAL;
     }
     spanprof_exporter->pid = pid;
+    sp_exporter_restarts_started(&spanprof_restarts,
+                                 (uint64_t) apr_time_as_msec(apr_time_now()));
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
                  "spanprof: exporter process %d started", pid);
     return APR_SUCCESS;
@@ -308,9 +315,20 @@ spanprof_exporter_spawn(server_rec *s)
 
 /* The exporter died: start another; a restart or stop: let it flush. */
 static void
+spanprof_exporter_restart(server_rec *s)
+{
+    if (spanprof_exporter_spawn(s) == APR_SUCCESS) {
+        apr_proc_other_child_register(spanprof_exporter,
+                                      spanprof_exporter_event, s, NULL,
+                                      s->process->pconf);
+    }
+}
+
+static void
 spanprof_exporter_event(int reason, void *data, int status)
 {
     server_rec *s = data;
+    uint64_t    delay;
 
     switch (reason) {
     case APR_OC_REASON_DEATH:
@@ -323,19 +341,34 @@ spanprof_exporter_event(int reason, void *data, int status)
         }
         /* APR gives the exit code or the signal, without saying which.
          * Warn: what it held is lost, the next one goes on. */
-        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
-                     "spanprof: exporter process %" APR_PID_T_FMT
-                     " exited (status %d), starting another",
-                     spanprof_exporter != NULL ? spanprof_exporter->pid : 0,
-                     status);
+        delay = sp_exporter_restarts_delay(&spanprof_restarts,
+                    (uint64_t) apr_time_as_msec(apr_time_now()));
+        if (delay == 0) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
+                         "spanprof: exporter process %" APR_PID_T_FMT
+                         " exited (status %d), starting another",
+                         spanprof_exporter != NULL
+                         ? spanprof_exporter->pid : 0, status);
+        } else {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
+                         "spanprof: exporter process %" APR_PID_T_FMT
+                         " exited (status %d) soon after it started, %u "
+                         "times in a row, the next starts in %"
+                         APR_UINT64_T_FMT " s",
+                         spanprof_exporter != NULL
+                         ? spanprof_exporter->pid : 0, status,
+                         spanprof_restarts.quick_exits,
+                         (apr_uint64_t) delay / 1000);
+        }
         /* APR calls us with UNREGISTER from within: not a stop. */
         spanprof_exporter_replacing = 1;
         apr_proc_other_child_unregister(data);
         spanprof_exporter_replacing = 0;
-        if (spanprof_exporter_spawn(s) == APR_SUCCESS) {
-            apr_proc_other_child_register(spanprof_exporter,
-                                          spanprof_exporter_event, s, NULL,
-                                          s->process->pconf);
+        if (delay == 0) {
+            spanprof_exporter_restart(s);
+        } else {
+            spanprof_restart_at = apr_time_now()
+                                  + apr_time_from_msec(delay);
         }
         break;
     case APR_OC_REASON_RESTART:
@@ -368,11 +401,29 @@ spanprof_exporter_stop(void *data)
     return APR_SUCCESS;
 }
 
+/*
+ * A start the last exit put off. The parent's maintenance loop runs this
+ * every ten seconds or so: delays come out a little longer than asked.
+ */
+static int
+spanprof_monitor(apr_pool_t *p, server_rec *s)
+{
+    if (spanprof_restart_at == 0 || apr_time_now() < spanprof_restart_at
+        || spanprof_exporter == NULL || spanprof_exporter_stopping)
+    {
+        return DECLINED;
+    }
+    spanprof_restart_at = 0;
+    spanprof_exporter_restart(s);
+    return DECLINED;
+}
+
 static void
 spanprof_start_exporter(apr_pool_t *pconf, server_rec *s)
 {
     spanprof_exporter = apr_pcalloc(pconf, sizeof(apr_proc_t));
     spanprof_exporter_stopping = 0;
+    spanprof_restart_at = 0;
     if (spanprof_exporter_spawn(s) != APR_SUCCESS) {
         return;
     }
@@ -853,6 +904,7 @@ spanprof_register_hooks(apr_pool_t *p)
     ap_hook_test_config(spanprof_test_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_post_config(spanprof_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(spanprof_child_init, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_monitor(spanprof_monitor, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,
                               APR_HOOK_REALLY_FIRST);
     ap_hook_fixups(spanprof_fixups, NULL, NULL, APR_HOOK_REALLY_LAST);

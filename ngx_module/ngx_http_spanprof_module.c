@@ -122,6 +122,8 @@ static ngx_uint_t                  ngx_http_spanprof_nphases;
 static ngx_uint_t                  ngx_http_spanprof_nprofiled;
 static ngx_uint_t                  ngx_http_spanprof_nested;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
+static sp_exporter_restarts        ngx_http_spanprof_restarts;
+static ngx_msec_t                  ngx_http_spanprof_start_at;
 static ngx_event_t                 ngx_http_spanprof_poll_ev;
 static char                        ngx_http_spanprof_scratch[
                                        SP_ENTRY_SCRATCH_SIZE];
@@ -862,8 +864,10 @@ ngx_http_spanprof_manager(void *data)
 
     int                  pid, status;
     char                 exe[NGX_MAX_PATH], version[32];
+    uint64_t             delay;
     sp_status            st;
     ngx_pid_t            r;
+    ngx_msec_int_t       wait;
     sp_exporter_launch   l;
 
     if (ngx_http_spanprof_shm.base == NULL) {
@@ -875,9 +879,31 @@ ngx_http_spanprof_manager(void *data)
         if (r == 0) {
             return 1000;
         }
-        /* Gone: reaped here, or already by nginx's SIGCHLD handler. */
+
+        /* Gone: reaped here, or already by nginx's SIGCHLD handler, which
+         * logs how it ended. */
+        delay = sp_exporter_restarts_delay(&ngx_http_spanprof_restarts,
+                                           ngx_current_msec);
+        if (delay > 0) {
+            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                          "spanprof: exporter process %P exited soon after "
+                          "it started, %uD times in a row, the next starts "
+                          "in %uL s", ngx_http_spanprof_exporter,
+                          ngx_http_spanprof_restarts.quick_exits,
+                          delay / 1000);
+            ngx_http_spanprof_start_at = ngx_current_msec
+                                         + (ngx_msec_t) delay;
+        }
+
         ngx_http_spanprof_exporter = -1;
     }
+
+    wait = (ngx_msec_int_t) (ngx_http_spanprof_start_at - ngx_current_msec);
+    if (ngx_http_spanprof_start_at != 0 && wait > 0) {
+        return (ngx_msec_t) wait;
+    }
+
+    ngx_http_spanprof_start_at = 0;
 
     ngx_memzero(&l, sizeof(l));
     if (sp_exporter_default_path(exe, sizeof(exe)) == 0
@@ -909,6 +935,8 @@ ngx_http_spanprof_manager(void *data)
     }
 
     ngx_http_spanprof_exporter = pid;
+    sp_exporter_restarts_started(&ngx_http_spanprof_restarts,
+                                 ngx_current_msec);
     ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
                   "spanprof: exporter process %P started", (ngx_pid_t) pid);
 

@@ -83,4 +83,32 @@ SP_API sp_status sp_exporter_spawn(const sp_exporter_launch *l, int *pid);
  */
 SP_API size_t sp_exporter_default_path(char *buf, size_t size);
 
+/*
+ * When the supervisor starts an exporter that exited again. After a run
+ * of SP_EXPORTER_STEADY_MS or more (a crash, a kill -9): at once, so data
+ * flows again within a second. After runs shorter than that, one after
+ * another (an exporter that cannot start: a missing library, a bad
+ * binary), the first SP_EXPORTER_QUICK_RETRIES at once too, then after a
+ * delay that doubles from 2 s up to SP_EXPORTER_RETRY_MAX_MS: the error
+ * log gets a pair of lines a minute rather than a second, and the next
+ * good start is never more than that away.
+ */
+#define SP_EXPORTER_STEADY_MS       10000
+#define SP_EXPORTER_QUICK_RETRIES   2
+#define SP_EXPORTER_RETRY_MAX_MS    60000
+
+typedef struct sp_exporter_restarts {
+    uint64_t started_ms;    /* when the last one started, any clock */
+    uint32_t quick_exits;   /* short runs in a row */
+} sp_exporter_restarts;
+
+/* Zeroed: no exporter started yet. */
+SP_API void sp_exporter_restarts_started(sp_exporter_restarts *r,
+    uint64_t now_ms);
+
+/* The exporter exited at now_ms: milliseconds to wait before starting the
+ * next one (0: now). */
+SP_API uint64_t sp_exporter_restarts_delay(sp_exporter_restarts *r,
+    uint64_t now_ms);
+
 #endif

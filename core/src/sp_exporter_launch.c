@@ -310,3 +310,34 @@ sp_exporter_default_path(char *buf, size_t size)
     return (size_t)snprintf(buf, size, "%.*s/%s",
                             (int)(slash - object), object, SP_EXPORTER_NAME);
 }
+
+void
+sp_exporter_restarts_started(sp_exporter_restarts *r, uint64_t now_ms)
+{
+    r->started_ms = now_ms;
+}
+
+uint64_t
+sp_exporter_restarts_delay(sp_exporter_restarts *r, uint64_t now_ms)
+{
+    uint32_t doublings;
+
+    if (now_ms < r->started_ms
+        || now_ms - r->started_ms >= SP_EXPORTER_STEADY_MS)
+    {
+        r->quick_exits = 0;
+        return 0;
+    }
+    if (r->quick_exits < UINT32_MAX) {
+        r->quick_exits++;
+    }
+    if (r->quick_exits <= SP_EXPORTER_QUICK_RETRIES) {
+        return 0;
+    }
+    doublings = r->quick_exits - SP_EXPORTER_QUICK_RETRIES;
+    if (doublings > 6) {
+        return SP_EXPORTER_RETRY_MAX_MS;
+    }
+    return (1000ull << doublings) < SP_EXPORTER_RETRY_MAX_MS
+           ? 1000ull << doublings : SP_EXPORTER_RETRY_MAX_MS;
+}

@@ -258,6 +258,41 @@ default_path_follows_the_environment(void **state)
     assert_non_null(strstr(buf, "/" SP_EXPORTER_NAME));
 }
 
+static void
+restarts_are_prompt_after_a_long_run_and_back_off_after_short_ones(
+    void **state)
+{
+    sp_exporter_restarts r = { 0, 0 };
+    uint64_t             now = 1000000, want[] = { 0, 0, 2000, 4000, 8000,
+                                                   16000, 32000, 60000,
+                                                   60000 };
+    size_t               i;
+
+    (void)state;
+    /* A kill -9 after a steady run: at once, as often as it happens. */
+    for (i = 0; i < 5; i++) {
+        sp_exporter_restarts_started(&r, now);
+        now += SP_EXPORTER_STEADY_MS;
+        assert_int_equal(sp_exporter_restarts_delay(&r, now), 0);
+    }
+    /* One that exits at once, again and again. */
+    for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        sp_exporter_restarts_started(&r, now);
+        now += 5;
+        assert_int_equal(sp_exporter_restarts_delay(&r, now), want[i]);
+        now += want[i];
+    }
+    /* Until one runs long enough: then at once again. */
+    sp_exporter_restarts_started(&r, now);
+    now += SP_EXPORTER_STEADY_MS - 1;
+    assert_int_equal(sp_exporter_restarts_delay(&r, now), 60000);
+    sp_exporter_restarts_started(&r, now);
+    now += SP_EXPORTER_STEADY_MS;
+    assert_int_equal(sp_exporter_restarts_delay(&r, now), 0);
+    sp_exporter_restarts_started(&r, now);
+    assert_int_equal(sp_exporter_restarts_delay(&r, now + 1), 0);
+}
+
 int
 main(void)
 {
@@ -269,6 +304,8 @@ main(void)
             missing_executable_exits_127_and_bad_arguments_are_refused),
         cmocka_unit_test(child_gets_sigterm_when_the_supervisor_dies),
         cmocka_unit_test(default_path_follows_the_environment),
+        cmocka_unit_test(
+            restarts_are_prompt_after_a_long_run_and_back_off_after_short_ones),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
