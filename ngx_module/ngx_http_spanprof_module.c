@@ -124,6 +124,9 @@ static ngx_uint_t                  ngx_http_spanprof_nested;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
 static sp_exporter_restarts        ngx_http_spanprof_restarts;
 static ngx_msec_t                  ngx_http_spanprof_start_at;
+static ngx_file_uniq_t             ngx_http_spanprof_log_ino;
+static dev_t                       ngx_http_spanprof_log_dev;
+static ngx_flag_t                  ngx_http_spanprof_log_known;
 static ngx_event_t                 ngx_http_spanprof_poll_ev;
 static char                        ngx_http_spanprof_scratch[
                                        SP_ENTRY_SCRATCH_SIZE];
@@ -150,6 +153,7 @@ static ngx_int_t ngx_http_spanprof_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
     ngx_http_spanprof_main_conf_t *smcf);
 static ngx_msec_t ngx_http_spanprof_manager(void *data);
+static ngx_int_t ngx_http_spanprof_log_moved(void);
 static ngx_int_t ngx_http_spanprof_init_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_exit_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_poll(ngx_event_t *ev);
@@ -869,6 +873,7 @@ ngx_http_spanprof_manager(void *data)
     ngx_pid_t            r;
     ngx_msec_int_t       wait;
     sp_exporter_launch   l;
+    ngx_file_info_t      fi;
 
     if (ngx_http_spanprof_shm.base == NULL) {
         return 3600000;
@@ -876,8 +881,32 @@ ngx_http_spanprof_manager(void *data)
 
     if (ngx_http_spanprof_exporter > 0) {
         r = waitpid(ngx_http_spanprof_exporter, &status, WNOHANG);
-        if (r == 0) {
+
+        if (r == 0 && !ngx_http_spanprof_log_moved()) {
             return 1000;
+        }
+
+        if (r == 0) {
+            /*
+             * The error log was reopened on another file (nginx -s reopen
+             * after a rotation): the exporter still writes to the old one.
+             * It flushes on SIGTERM and exits (nginx reaps it); the next
+             * one, given the new file, waits for it to give up the
+             * shared memory.
+             */
+            ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                          "spanprof: the error log was reopened, exporter "
+                          "process %P is replaced",
+                          ngx_http_spanprof_exporter);
+
+            if (kill(ngx_http_spanprof_exporter, SIGTERM) == -1) {
+                ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_errno,
+                              "spanprof: kill(%P, SIGTERM) failed",
+                              ngx_http_spanprof_exporter);
+            }
+
+            ngx_http_spanprof_exporter = -1;
+            goto start;
         }
 
         /* Gone: reaped here, or already by nginx's SIGCHLD handler, which
@@ -905,6 +934,8 @@ ngx_http_spanprof_manager(void *data)
 
     ngx_http_spanprof_start_at = 0;
 
+start:
+
     ngx_memzero(&l, sizeof(l));
     if (sp_exporter_default_path(exe, sizeof(exe)) == 0
         || ngx_strlen(exe) >= sizeof(exe))
@@ -925,6 +956,7 @@ ngx_http_spanprof_manager(void *data)
     l.server_exe = "/proc/self/exe";
     l.region_fd = ngx_http_spanprof_shm.fd;
     l.log_fd = ngx_cycle->log->file != NULL ? ngx_cycle->log->file->fd : -1;
+    ngx_http_spanprof_log_known = 0;
     l.title = "spanprof-exporter: nginx";
 
     st = sp_exporter_spawn(&l, &pid);
@@ -937,10 +969,44 @@ ngx_http_spanprof_manager(void *data)
     ngx_http_spanprof_exporter = pid;
     sp_exporter_restarts_started(&ngx_http_spanprof_restarts,
                                  ngx_current_msec);
+
+    if (l.log_fd != -1 && ngx_fd_info(l.log_fd, &fi) != NGX_FILE_ERROR) {
+        ngx_http_spanprof_log_known = 1;
+        ngx_http_spanprof_log_dev = fi.st_dev;
+        ngx_http_spanprof_log_ino = ngx_file_uniq(&fi);
+    }
     ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
                   "spanprof: exporter process %P started", (ngx_pid_t) pid);
 
     return 1000;
+}
+
+
+/*
+ * Whether the error log the exporter was given is not the file the
+ * manager's error log is now: nginx reopens its logs on SIGUSR1 (USR1 to
+ * the master, which logrotate's postrotate sends), and the exporter holds
+ * the descriptor of the old one. A reopen of the same file changes
+ * nothing.
+ */
+static ngx_int_t
+ngx_http_spanprof_log_moved(void)
+{
+    ngx_fd_t         fd;
+    ngx_file_info_t  fi;
+
+    if (!ngx_http_spanprof_log_known || ngx_cycle->log->file == NULL) {
+        return 0;
+    }
+
+    fd = ngx_cycle->log->file->fd;
+
+    if (fd == NGX_INVALID_FILE || ngx_fd_info(fd, &fi) == NGX_FILE_ERROR) {
+        return 0;
+    }
+
+    return fi.st_dev != ngx_http_spanprof_log_dev
+           || ngx_file_uniq(&fi) != ngx_http_spanprof_log_ino;
 }
 
 
