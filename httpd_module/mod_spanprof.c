@@ -272,7 +272,7 @@ spanprof_exporter_spawn(server_rec *s)
 {
     sp_exporter_launch  l;
     char                exe[4096];
-    int                 pid;
+    int                 pid, level;
     sp_shm             *shm = spanprof_shm(s);
 
     if (shm == NULL) {
@@ -294,6 +294,11 @@ spanprof_exporter_spawn(server_rec *s)
     l.server_exe = "/proc/self/exe";
     l.region_fd = shm->fd;
     l.log_fd = -1;          /* the parent's stderr is the error log */
+    level = ap_get_server_module_loglevel(s, APLOG_MODULE_INDEX);
+    l.log_level = level >= APLOG_NOTICE ? "info"
+                  : level == APLOG_WARNING ? "warn"
+                  : level == APLOG_ERR ? "error"
+                  : "crit";
     l.title = "spanprof-exporter: httpd";
     if (geteuid() == 0) {
         l.set_ids = true;

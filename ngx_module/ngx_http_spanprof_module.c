@@ -956,6 +956,10 @@ start:
     l.server_exe = "/proc/self/exe";
     l.region_fd = ngx_http_spanprof_shm.fd;
     l.log_fd = ngx_cycle->log->file != NULL ? ngx_cycle->log->file->fd : -1;
+    l.log_level = ngx_cycle->log->log_level >= NGX_LOG_NOTICE ? "info"
+                  : ngx_cycle->log->log_level == NGX_LOG_WARN ? "warn"
+                  : ngx_cycle->log->log_level == NGX_LOG_ERR ? "error"
+                  : "crit";
     ngx_http_spanprof_log_known = 0;
     l.title = "spanprof-exporter: nginx";
 

@@ -30,6 +30,9 @@
 #include <unistd.h>
 
 static sp_exporter_loop *volatile sp_running;
+/* The most verbose sp_log_level written (SP_EXPORTER_LOG_LEVEL_ENV); -1:
+ * none, for a server that logs only what is worse than an error. */
+static int sp_log_max = SP_LOG_INFO;
 /* A stop asked before the loop existed. */
 static volatile sig_atomic_t sp_stop_asked;
 
@@ -61,15 +64,43 @@ sp_write_line(const char *level, const char *message)
     }
 }
 
+static const char *const sp_level_names[] = { "error", "warn", "info",
+                                              "debug" };
+
+static void
+sp_say(sp_log_level level, const char *message)
+{
+    if ((int)level <= sp_log_max) {
+        sp_write_line(sp_level_names[level], message);
+    }
+}
+
+/* The server's level, as the module passed it on. */
+static void
+sp_log_level_from_env(void)
+{
+    const char *v = getenv(SP_EXPORTER_LOG_LEVEL_ENV);
+    int         i;
+
+    if (v == NULL) {
+        return;
+    }
+    if (strcmp(v, "crit") == 0) {
+        sp_log_max = -1;
+        return;
+    }
+    for (i = SP_LOG_ERROR; i <= SP_LOG_INFO; i++) {
+        if (strcmp(v, sp_level_names[i]) == 0) {
+            sp_log_max = i;
+        }
+    }
+}
+
 static void
 sp_log_line(void *ctx, sp_log_level level, const char *message)
 {
-    static const char *const names[] = { "error", "warn", "info", "debug" };
-
     (void)ctx;
-    if (level <= SP_LOG_INFO) {
-        sp_write_line(names[level], message);
-    }
+    sp_say(level, message);
 }
 
 static void
@@ -87,7 +118,7 @@ static void
 sp_warn(void *ctx, const char *message)
 {
     (void)ctx;
-    sp_write_line("warn", message);
+    sp_say(SP_LOG_WARN, message);
 }
 
 static const char *
@@ -154,11 +185,12 @@ main(int argc, char **argv)
     (void)argc;
     (void)argv;
     prctl(PR_SET_NAME, "spanprof-export");
+    sp_log_level_from_env();
 
     c = sp_config_create(server != NULL && strcmp(server, "httpd") == 0
                          ? SP_SERVER_HTTPD : SP_SERVER_NGINX);
     if (c == NULL) {
-        sp_write_line("error", "out of memory");
+        sp_say(SP_LOG_ERROR, "out of memory");
         return 1;
     }
     sp_config_complete(c, sp_env, NULL, sp_warn, NULL);
@@ -170,7 +202,7 @@ main(int argc, char **argv)
         snprintf(msg, sizeof(msg), "no usable region on descriptor %s=%s: "
                  "start me from the server module", SP_SHM_FD_ENV,
                  fd_text != NULL ? fd_text : "(unset)");
-        sp_write_line("error", msg);
+        sp_say(SP_LOG_ERROR, msg);
         sp_config_destroy(c);
         return 1;
     }
@@ -202,7 +234,7 @@ main(int argc, char **argv)
     if (st != SP_OK) {
         snprintf(msg, sizeof(msg), "cannot start: %s",
                  err[0] != '\0' ? err : "out of memory");
-        sp_write_line("error", msg);
+        sp_say(SP_LOG_ERROR, msg);
         sp_otlp_shutdown();
         sp_region_detach(region);
         sp_shm_close(&shm);
@@ -225,7 +257,7 @@ main(int argc, char **argv)
              sp_config_text(c, SP_SETTING_OTLP_TRACES_ENDPOINT),
              sp_region_slot_count(region),
              o.text_format ? ", text profiling format" : "");
-    sp_write_line("info", msg);
+    sp_say(SP_LOG_INFO, msg);
 
     sp_exporter_run(e);
     sp_running = NULL;
@@ -234,6 +266,6 @@ main(int argc, char **argv)
     sp_region_detach(region);
     sp_shm_close(&shm);
     sp_config_destroy(c);
-    sp_write_line("info", "stopped");
+    sp_say(SP_LOG_INFO, "stopped");
     return 0;
 }

@@ -33,6 +33,9 @@
 #define SP_EXPORTER_VERSION_ENV   "SPANPROF_SERVER_VERSION"
 #define SP_EXPORTER_EXE_ENV       "SPANPROF_SERVER_EXE"
 #define SP_EXPORTER_CONSOLE_ENV   "SPANPROF_CONSOLE_PATH"
+/* The least severe lines the exporter writes: "crit" (none), "error",
+ * "warn" or "info" (the default); the server's error log level. */
+#define SP_EXPORTER_LOG_LEVEL_ENV "SPANPROF_LOG_LEVEL"
 /* The deprecated text format of the profiling logs: "text" (SPEC 5). */
 #define SP_EXPORTER_FORMAT_ENV    "SPANPROF_PROFILING_FORMAT"
 
@@ -55,6 +58,8 @@ typedef struct sp_exporter_launch {
     const char      *server_exe;    /* process.executable.name comes from it */
     int              region_fd;
     int              log_fd;        /* -1: keep the parent's stdout/stderr */
+    const char      *log_level;     /* SP_EXPORTER_LOG_LEVEL_ENV's value;
+                                       NULL: the exporter's default */
     const char      *title;         /* argv[0]; NULL: SP_EXPORTER_NAME */
     /* Extra arguments after argv[0], NULL-terminated; NULL for none. For
      * tests and for running the exporter under a wrapper. */

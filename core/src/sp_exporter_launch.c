@@ -66,7 +66,7 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
 {
     char        fdtext[16], value[8192];
     const char *path_env = getenv("PATH");
-    const char *fixed[4][2];
+    const char *fixed[5][2];
     size_t      i, bytes = 0, used, nenv = 0, nargs = 0, nptr;
     char       *strings;
 
@@ -79,6 +79,8 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
     fixed[2][1] = l->server_version != NULL ? l->server_version : "";
     fixed[3][0] = SP_EXPORTER_EXE_ENV;
     fixed[3][1] = l->server_exe != NULL ? l->server_exe : "";
+    fixed[4][0] = SP_EXPORTER_LOG_LEVEL_ENV;
+    fixed[4][1] = l->log_level != NULL ? l->log_level : "";
     if (path_env == NULL || path_env[0] == '\0') {
         path_env = SP_LAUNCH_DEFAULT_PATH;
     }
@@ -96,7 +98,7 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
         bytes += strlen(sp_setting_env_name((sp_setting)i)) + len + 2;
         nenv++;
     }
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
         bytes += strlen(fixed[i][0]) + strlen(fixed[i][1]) + 2;
         nenv++;
     }
@@ -147,7 +149,7 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
                 sp_setting_env_name((sp_setting)i), value);
         }
     }
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
         plan->envp[nenv++] = sp_plan_put(strings, &used, fixed[i][0],
                                          fixed[i][1]);
     }
