@@ -30,7 +30,7 @@ use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
 use Spanprof::Receiver;
 use Spanprof::Procs qw(processes family shm_of fd_count load_start
                        load_stop);
-use Spanprof::Cases qw(curl_case spans wait_spans);
+use Spanprof::Cases qw(curl_case arrived);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -76,20 +76,6 @@ sub traced {
     return @ids;
 }
 
-# How many of these traces have an exported span, once all have or after
-# $timeout s.
-sub arrived {
-    my ($recv, $timeout, @ids) = @_;
-    my %want = map { $_ => 1 } @ids;
-    my $end = time + $timeout;
-    my %got;
-    while (1) {
-        $want{ $_->{traceId} } and $got{ $_->{traceId} } = 1 for spans($recv);
-        last if keys %got == @ids || time >= $end;
-        sleep 0.2;
-    }
-    return scalar keys %got;
-}
 
 sub exporters {
     grep { $_->{args} =~ /^spanprof-exporter/ } family($_[0]);

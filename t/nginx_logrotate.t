@@ -22,7 +22,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start stop);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family get_ok);
-use Spanprof::Cases qw(spans);
+use Spanprof::Cases qw(arrived);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -58,18 +58,6 @@ sub logged_ids {
     return grep { /^[0-9a-f]{32}$/ } split /\n/, $log;
 }
 
-sub arrived {
-    my ($timeout, @ids) = @_;
-    my %want = map { $_ => 1 } @ids;
-    my $end = time + $timeout;
-    my %got;
-    while (1) {
-        $want{ $_->{traceId} } and $got{ $_->{traceId} } = 1 for spans($recv);
-        last if keys %got == @ids || time >= $end;
-        sleep 0.2;
-    }
-    return scalar keys %got;
-}
 
 my $first = one_exporter(10);
 ok($first, 'one exporter');
@@ -88,12 +76,12 @@ get_ok($port) for 1 .. 5;
 sleep 0.3;
 my @before = logged_ids();
 is(scalar @before, 5, 'five requests logged with their trace ids');
-is(arrived(0.5, @before), 0, 'their spans wait in the exporter (60 s delay)');
+is(arrived($recv, 0.5, @before), 0, 'their spans wait in the exporter (60 s delay)');
 
 rename "$dir/error.log", "$dir/error.log.1" or die "rename: $!";
 kill 'USR1', $master;
 
-is(arrived(20, @before), 5,
+is(arrived($recv, 20, @before), 5,
    'after the rotation, the old exporter flushes what it held, long '
    . 'before the batch delay');
 my $second = one_exporter(10);
@@ -114,7 +102,7 @@ my %seen = map { $_ => 1 } @before;
 my @after = grep { !$seen{$_} } logged_ids();
 is(scalar @after, 3, 'three more requests logged');
 kill 'QUIT', $master;
-is(arrived(20, @after), 3, 'their spans arrive through the new exporter');
+is(arrived($recv, 20, @after), 3, 'their spans arrive through the new exporter');
 stop($master);
 
 my $errors = join "\n", grep { /\[(error|crit|alert|emerg)\]/ }

@@ -13,7 +13,8 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(read_file);
 
 use Exporter 'import';
-our @EXPORT_OK = qw(curl_case log_case upstream_case spans wait_spans);
+our @EXPORT_OK = qw(curl_case log_case upstream_case spans wait_spans
+                    arrived);
 
 my $serial = 0;
 
@@ -93,6 +94,21 @@ sub wait_spans {
         sleep 0.05;
     }
     return @s;
+}
+
+# How many of the trace ids @ids have a span at the receiver, once all do
+# or after $timeout s.
+sub arrived {
+    my ($recv, $timeout, @ids) = @_;
+    my %want = map { $_ => 1 } @ids;
+    my $end = time + $timeout;
+    my %got;
+    while (1) {
+        $want{ $_->{traceId} } and $got{ $_->{traceId} } = 1 for spans($recv);
+        last if keys %got == @ids || time >= $end;
+        sleep 0.2;
+    }
+    return scalar keys %got;
 }
 
 1;
