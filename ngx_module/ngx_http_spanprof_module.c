@@ -882,11 +882,11 @@ ngx_http_spanprof_manager(void *data)
     if (ngx_http_spanprof_exporter > 0) {
         r = waitpid(ngx_http_spanprof_exporter, &status, WNOHANG);
 
-        if (r == 0 && !ngx_http_spanprof_log_moved()) {
-            return 1000;
-        }
-
         if (r == 0) {
+            if (!ngx_http_spanprof_log_moved()) {
+                return 1000;
+            }
+
             /*
              * The error log was reopened on another file (nginx -s reopen
              * after a rotation): the exporter still writes to the old one.
@@ -905,23 +905,22 @@ ngx_http_spanprof_manager(void *data)
                               ngx_http_spanprof_exporter);
             }
 
-            ngx_http_spanprof_exporter = -1;
-            goto start;
-        }
-
-        /* Gone: reaped here, or already by nginx's SIGCHLD handler, which
-         * logs how it ended. */
-        delay = sp_exporter_restarts_delay(&ngx_http_spanprof_restarts,
-                                           ngx_current_msec);
-        if (delay > 0) {
-            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
-                          "spanprof: exporter process %P exited soon after "
-                          "it started, %uD times in a row, the next starts "
-                          "in %uL s", ngx_http_spanprof_exporter,
-                          ngx_http_spanprof_restarts.quick_exits,
-                          delay / 1000);
-            ngx_http_spanprof_start_at = ngx_current_msec
-                                         + (ngx_msec_t) delay;
+        } else {
+            /* Gone: reaped here, or already by nginx's SIGCHLD handler,
+             * which logs how it ended. */
+            delay = sp_exporter_restarts_delay(&ngx_http_spanprof_restarts,
+                                               ngx_current_msec);
+            if (delay > 0) {
+                ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                              "spanprof: exporter process %P exited soon "
+                              "after it started, %uD times in a row, the "
+                              "next starts in %uL s",
+                              ngx_http_spanprof_exporter,
+                              ngx_http_spanprof_restarts.quick_exits,
+                              delay / 1000);
+                ngx_http_spanprof_start_at = ngx_current_msec
+                                             + (ngx_msec_t) delay;
+            }
         }
 
         ngx_http_spanprof_exporter = -1;
@@ -933,8 +932,6 @@ ngx_http_spanprof_manager(void *data)
     }
 
     ngx_http_spanprof_start_at = 0;
-
-start:
 
     ngx_memzero(&l, sizeof(l));
     if (sp_exporter_default_path(exe, sizeof(exe)) == 0
