@@ -1929,7 +1929,13 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
 
     h.scheme = "http";
     h.scheme_len = sizeof("http") - 1;
-#if (NGX_HTTP_SSL)
+
+    /*
+     * The module is built --with-compat, without ssl: NGX_HTTP_SSL is not
+     * set here, but a server built with it fills c->ssl, which compat
+     * builds keep in the structure.
+     */
+#if (NGX_SSL || NGX_COMPAT)
     if (c->ssl) {
         h.scheme = "https";
         h.scheme_len = sizeof("https") - 1;
