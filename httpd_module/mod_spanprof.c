@@ -649,7 +649,7 @@ spanprof_request_done(void *data)
         h.status = 499;
     }
     h.pid = (uint32_t) getpid();
-    (void) sp_entry_finish(&sr->entry, &h, spanprof_ring);
+    (void) sp_entry_finish(&spanprof_policy, &sr->entry, &h, spanprof_ring);
     return APR_SUCCESS;
 }
 
@@ -990,6 +990,9 @@ static const command_rec spanprof_commands[] = {
     AP_INIT_TAKE1("SpanprofProfilerMaxStackDepth", spanprof_set_setting,
                   (void *) SP_SETTING_PROFILER_MAX_STACK_DEPTH, RSRC_CONF,
                   "profiler max stack depth; see the README"),
+    AP_INIT_TAKE1("SpanprofHttpKnownMethods", spanprof_set_setting,
+                  (void *) SP_SETTING_HTTP_KNOWN_METHODS, RSRC_CONF,
+                  "the request methods spans name as sent; see the README"),
     { NULL }
 };
 

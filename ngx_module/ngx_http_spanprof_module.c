@@ -63,7 +63,10 @@ struct ngx_http_spanprof_ctx_s {
     sp_entry                  entry;
     ngx_http_spanprof_ctx_t  *next;         /* in the free list */
     ngx_http_request_t       *request;      /* the main request */
-    ngx_str_t                 uri;          /* as received */
+    /* As received: redirects change the URI, error_page makes the
+     * method GET. */
+    ngx_str_t                 method;
+    ngx_str_t                 uri;
     ngx_str_t                 args;
     ngx_str_t                 tracestate;   /* pool copies of what goes */
     ngx_str_t                 baggage;      /* upstream */
@@ -351,6 +354,12 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       ngx_http_spanprof_set_setting,
       NGX_HTTP_MAIN_CONF_OFFSET,
       SP_SETTING_PROFILER_MAX_STACK_DEPTH,
+      NULL },
+    { ngx_string("spanprof_http_known_methods"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_set_setting,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      SP_SETTING_HTTP_KNOWN_METHODS,
       NULL },
       ngx_null_command
 };
@@ -1376,6 +1385,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
 
     ctx->next = NULL;
     ctx->request = r;
+    ctx->method = r->method_name;
     ctx->uri = r->uri;
     ctx->args = r->args;
     ctx->orig = NULL;
@@ -1895,8 +1905,9 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     sp_entry_http                  h;
     ngx_connection_t              *c;
     ngx_http_request_t            *r;
-    ngx_http_core_loc_conf_t      *clcf;
-    ngx_http_spanprof_loc_conf_t  *slcf;
+    ngx_http_core_loc_conf_t       *clcf;
+    ngx_http_spanprof_loc_conf_t   *slcf;
+    ngx_http_spanprof_main_conf_t  *smcf;
 
     r = ctx->request;
     c = r->connection;
@@ -1913,8 +1924,8 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
 
     ngx_memzero(&h, sizeof(h));
 
-    h.method = (char *) r->method_name.data;
-    h.method_len = r->method_name.len;
+    h.method = (char *) ctx->method.data;
+    h.method_len = ctx->method.len;
 
     clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
     if (clcf != NULL && clcf->name.len > 0) {
@@ -1990,7 +2001,10 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     h.status = (int64_t) status;
     h.pid = (uint32_t) ngx_pid;
 
-    (void) sp_entry_finish(&ctx->entry, &h, ngx_http_spanprof_ring);
+    smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
+
+    (void) sp_entry_finish(&smcf->policy, &ctx->entry, &h,
+                           ngx_http_spanprof_ring);
 }
 
 

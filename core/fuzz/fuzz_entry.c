@@ -72,6 +72,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool             incoming_valid;
     size_t           i, volumes;
     sp_baggage_entry be;
+    const char      *known;
+    size_t           known_len;
 
     if (ids == NULL) {
         setup();
@@ -83,6 +85,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pol.propagators = SP_PROPAGATOR_TRACECONTEXT | SP_PROPAGATOR_BAGGAGE;
     pol.snapshot_enabled = true;
     pol.selection_threshold = sp_selection_threshold(0.1);
+    sp_http_methods_standard(&pol.known_methods);
 
     memset(&in, 0, sizeof(in));
     in.traceparent = field(&p, end, &in.traceparent_len);
@@ -141,10 +144,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h.query = field(&p, end, &h.query_len);
     h.server_address = field(&p, end, &h.server_address_len);
     h.user_agent = field(&p, end, &h.user_agent_len);
+    known = field(&p, end, &known_len);
+    if (known == NULL
+        || sp_http_methods_parse(known, known_len, &pol.known_methods)
+           != SP_OK)
+    {
+        sp_http_methods_standard(&pol.known_methods);
+    }
     h.status = 200;
     h.pid = 1;
 
-    st = sp_entry_finish(&e, &h, ring);
+    st = sp_entry_finish(&pol, &e, &h, ring);
     CHECK(e.recorded ? st == SP_OK : st == SP_ERR_NOT_FOUND);
     if (st == SP_OK) {
         CHECK(sp_ring_read(ring, &v) == SP_OK);

@@ -19,6 +19,7 @@
 
 #include "sp_common.h"
 #include "sp_config.h"
+#include "sp_http_method.h"
 #include "sp_ids.h"
 #include "sp_ring.h"
 #include "sp_selection.h"
@@ -31,6 +32,8 @@ typedef struct sp_entry_policy {
     uint32_t propagators;       /* SP_PROPAGATOR_* bits */
     bool     snapshot_enabled;  /* SPLUNK_SNAPSHOT_PROFILER_ENABLED */
     uint32_t selection_threshold;
+    /* OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS */
+    sp_http_methods known_methods;
 } sp_entry_policy;
 
 SP_API void sp_entry_policy_from_config(const sp_config *c,
@@ -75,7 +78,8 @@ SP_API void sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
 /* What the server knows of the request when it ends. Strings may be NULL
  * (attribute left out); lengths as given. */
 typedef struct sp_entry_http {
-    const char *method;     size_t method_len;
+    const char *method;     size_t method_len;  /* as the client sent
+                                       it, whatever a redirect made of it */
     const char *route;      size_t route_len;   /* low-cardinality */
     const char *path;       size_t path_len;
     const char *query;      size_t query_len;
@@ -96,10 +100,12 @@ typedef struct sp_entry_http {
  * Writes the span record of a recorded entry into ring: name
  * "{method} {route}" or "{method}", kind SERVER, status ERROR for 5xx,
  * SPEC 2's attributes and splunk.snapshot.profiling=true when profiled.
- * SP_OK; SP_ERR_NOT_FOUND for a span that is not recorded (nothing
- * written); SP_ERR_NOMEM when the ring had no room (counted there).
+ * A method not in p->known_methods is written "_OTHER", with the method
+ * in http.request.method_original, and "HTTP" in the name. SP_OK;
+ * SP_ERR_NOT_FOUND for a span that is not recorded (nothing written);
+ * SP_ERR_NOMEM when the ring had no room (counted there).
  */
-SP_API sp_status sp_entry_finish(const sp_entry *e, const sp_entry_http *h,
-                                 sp_ring *ring);
+SP_API sp_status sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
+                                 const sp_entry_http *h, sp_ring *ring);
 
 #endif

@@ -1,4 +1,5 @@
 #include "sp_config.h"
+#include "sp_http_method.h"
 #include "sp_kvlist.h"
 #include "sp_percent.h"
 #include "sp_selection.h"
@@ -22,7 +23,8 @@ typedef enum sp_kind {
     SP_KIND_TEXT,
     SP_KIND_EXPORTER,
     SP_KIND_SAMPLER,
-    SP_KIND_PROPAGATORS
+    SP_KIND_PROPAGATORS,
+    SP_KIND_METHODS        /* sp_http_method.h; kept as parsed */
 } sp_kind;
 
 typedef struct sp_setting_desc {
@@ -144,6 +146,11 @@ static const sp_setting_desc sp_settings[SP_SETTING_COUNT] = {
     [SP_SETTING_PROFILER_MAX_STACK_DEPTH] = {
         "SPLUNK_PROFILER_MAX_STACK_DEPTH", NULL, SP_KIND_COUNT, 1, 1024,
         "an integer from 1 to 1024", false, false },
+    [SP_SETTING_HTTP_KNOWN_METHODS] = {
+        "OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS", NULL, SP_KIND_METHODS,
+        0, 0,
+        "a comma-separated list of HTTP methods, case-sensitive, such as "
+        "\"GET,POST,PURGE\" (at most 32, 255 characters)", false, false },
 };
 
 static const char *const sp_exporter_names[] = {
@@ -502,6 +509,21 @@ sp_parse_value(sp_setting s, const char *value, size_t len, bool inverted,
             return SP_PARSE_INVALID;
         }
         break;
+
+    case SP_KIND_METHODS: {
+        sp_http_methods methods;
+
+        if (sp_http_methods_parse(value, len, &methods) != SP_OK) {
+            return SP_PARSE_INVALID;
+        }
+        text = sp_strndup(methods.text, strlen(methods.text));
+        if (text == NULL) {
+            return SP_PARSE_INVALID;
+        }
+        free(out->text);
+        out->text = text;
+        return SP_PARSE_OK;
+    }
     }
 
     /* The remaining kinds keep the (trimmed) text as given. */
@@ -546,8 +568,15 @@ sp_config_create(sp_server server)
     c->value[SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE].integer = 512;
     c->value[SP_SETTING_BSP_MAX_QUEUE_SIZE].integer = 2048;
     c->value[SP_SETTING_PROFILER_MAX_STACK_DEPTH].integer = 128;
+    c->value[SP_SETTING_HTTP_KNOWN_METHODS].text =
+        sp_strndup(SP_HTTP_METHODS_STANDARD,
+                   sizeof(SP_HTTP_METHODS_STANDARD) - 1);
 
-    if (c->value[SP_SETTING_OTLP_ENDPOINT].text == NULL) {
+    if (c->value[SP_SETTING_OTLP_ENDPOINT].text == NULL
+        || c->value[SP_SETTING_HTTP_KNOWN_METHODS].text == NULL)
+    {
+        free(c->value[SP_SETTING_OTLP_ENDPOINT].text);
+        free(c->value[SP_SETTING_HTTP_KNOWN_METHODS].text);
         free(c);
         return NULL;
     }
@@ -804,6 +833,7 @@ sp_config_text(const sp_config *c, sp_setting s)
     case SP_KIND_KVLIST:
     case SP_KIND_PATH:
     case SP_KIND_TEXT:
+    case SP_KIND_METHODS:
         return c->value[s].text;
     default:
         return NULL;

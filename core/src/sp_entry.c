@@ -21,6 +21,8 @@ sp_realtime_ns(void)
 void
 sp_entry_policy_from_config(const sp_config *c, sp_entry_policy *out)
 {
+    const char *text;
+
     memset(out, 0, sizeof(*out));
     out->sampler = (uint32_t)sp_config_integer(c, SP_SETTING_TRACES_SAMPLER);
     out->sampler_ratio = sp_config_number(c, SP_SETTING_TRACES_SAMPLER_ARG);
@@ -30,6 +32,13 @@ sp_entry_policy_from_config(const sp_config *c, sp_entry_policy *out)
         SP_SETTING_SNAPSHOT_PROFILER_ENABLED);
     out->selection_threshold = sp_selection_threshold(
         sp_config_number(c, SP_SETTING_SNAPSHOT_SELECTION_PROBABILITY));
+    text = sp_config_text(c, SP_SETTING_HTTP_KNOWN_METHODS);
+    if (text == NULL
+        || sp_http_methods_parse(text, strlen(text), &out->known_methods)
+           != SP_OK)
+    {
+        sp_http_methods_standard(&out->known_methods);
+    }
 }
 
 /* OpenTelemetry's TraceIdRatioBased: the trace id's low 63 bits against
@@ -179,11 +188,43 @@ sp_append(char *out, size_t cap, size_t len, const char *s, size_t n)
     return len + n;
 }
 
+/*
+ * How the request's method shows: as sent when it is a known one, else
+ * http.request.method "_OTHER" with the method as sent in
+ * http.request.method_original, and "HTTP" in the name.
+ */
+typedef struct sp_entry_method {
+    const char *value;      size_t value_len;
+    const char *name;       size_t name_len;
+    const char *original;   size_t original_len;
+} sp_entry_method;
+
+static void
+sp_entry_method_of(const sp_entry_policy *p, const sp_entry_http *h,
+    sp_entry_method *m)
+{
+    memset(m, 0, sizeof(*m));
+    if (h->method == NULL || h->method_len == 0) {
+        return;
+    }
+    if (sp_http_method_known(&p->known_methods, h->method, h->method_len)) {
+        m->value = m->name = h->method;
+        m->value_len = m->name_len = h->method_len;
+        return;
+    }
+    m->value = SP_HTTP_METHOD_OTHER;
+    m->value_len = sizeof(SP_HTTP_METHOD_OTHER) - 1;
+    m->name = SP_HTTP_METHOD_OTHER_NAME;
+    m->name_len = sizeof(SP_HTTP_METHOD_OTHER_NAME) - 1;
+    m->original = h->method;
+    m->original_len = h->method_len;
+}
+
 /* "{method} {route}" or "{method}", cut to what a name can hold. */
 static size_t
-sp_name_len(const sp_entry_http *h)
+sp_name_len(const sp_entry_method *m, const sp_entry_http *h)
 {
-    size_t len = h->method != NULL ? h->method_len : 0;
+    size_t len = m->name_len;
 
     if (h->route != NULL && h->route_len > 0) {
         len += 1 + h->route_len;
@@ -194,13 +235,14 @@ sp_name_len(const sp_entry_http *h)
 /* The name put together first, then written as any string: for names
  * long or not ASCII. */
 static __attribute__((noinline)) unsigned char *
-sp_put_name_joined(unsigned char *p, const sp_entry_http *h)
+sp_put_name_joined(unsigned char *p, const sp_entry_method *m,
+    const sp_entry_http *h)
 {
     char   name[SP_SPAN_STRING_MAX];
     size_t cap = sizeof(name) - 1, len = 0;
 
-    if (h->method != NULL) {
-        len = sp_append(name, cap, len, h->method, h->method_len);
+    if (m->name != NULL) {
+        len = sp_append(name, cap, len, m->name, m->name_len);
     }
     if (h->route != NULL && h->route_len > 0) {
         len = sp_append(name, cap, len, " ", 1);
@@ -214,22 +256,23 @@ sp_put_name_joined(unsigned char *p, const sp_entry_http *h)
  * since snprintf costs more than the rest of the record: bench/servers).
  */
 static inline unsigned char *
-sp_put_name(unsigned char *p, const sp_entry_http *h, size_t len)
+sp_put_name(unsigned char *p, const sp_entry_method *m,
+    const sp_entry_http *h, size_t len)
 {
-    size_t   m = h->method != NULL ? h->method_len : 0;
+    size_t   n = m->name_len;
     uint64_t high;
 
     if (len >= 0x80) {
-        return sp_put_name_joined(p, h);
+        return sp_put_name_joined(p, m, h);
     }
     p[0] = SP_TAG_SPAN_NAME;
     p[1] = (unsigned char)len;
-    high = sp_copy_ascii(p + 2, h->method, m);
-    if (len > m) {
-        p[2 + m] = ' ';
-        high |= sp_copy_ascii(p + 3 + m, h->route, h->route_len);
+    high = sp_copy_ascii(p + 2, m->name, n);
+    if (len > n) {
+        p[2 + n] = ' ';
+        high |= sp_copy_ascii(p + 3 + n, h->route, h->route_len);
     }
-    return high == 0 ? p + 2 + len : sp_put_name_joined(p, h);
+    return high == 0 ? p + 2 + len : sp_put_name_joined(p, m, h);
 }
 
 /* An attribute key: a constant, so its length is one too. */
@@ -238,7 +281,7 @@ sp_put_name(unsigned char *p, const sp_entry_http *h, size_t len)
 /* The longest key below, and how many attributes an entry span has. Keys
  * are ASCII: one never grows, and takes its tag and one byte of length. */
 #define SP_ENTRY_KEY_MAX    32
-#define SP_ENTRY_ATTRS      13
+#define SP_ENTRY_ATTRS      14
 
 static size_t
 sp_value_len(const char *v, size_t len)
@@ -248,17 +291,19 @@ sp_value_len(const char *v, size_t len)
 
 /* An entry's values once cut, and the most their span can take. */
 typedef struct sp_entry_text {
-    size_t name, method, path, query, scheme, route, server, client, peer,
-           protocol, user_agent;
+    size_t name, method, original, path, query, scheme, route, server,
+           client, peer, protocol, user_agent;
     size_t max;
 } sp_entry_text;
 
 static void
-sp_entry_text_cut(const sp_entry_http *h, const char *server,
-    size_t server_len, const sp_span_record *rec, sp_entry_text *t)
+sp_entry_text_cut(const sp_entry_method *m, const sp_entry_http *h,
+    const char *server, size_t server_len, const sp_span_record *rec,
+    sp_entry_text *t)
 {
-    t->name = sp_name_len(h);
-    t->method = sp_value_len(h->method, h->method_len);
+    t->name = sp_name_len(m, h);
+    t->method = sp_value_len(m->value, m->value_len);
+    t->original = sp_value_len(m->original, m->original_len);
     t->path = sp_value_len(h->path, h->path_len);
     t->query = sp_value_len(h->query, h->query_len);
     t->scheme = sp_value_len(h->scheme, h->scheme_len);
@@ -274,7 +319,8 @@ sp_entry_text_cut(const sp_entry_http *h, const char *server,
              + SP_SPAN_TEXT_MAX(sp_tracestate_len(rec))
              + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA + 2 + SP_ENTRY_KEY_MAX
                                  + SP_SPAN_TEXT_MAX(0))
-             + 3 * (t->method + t->path + t->query + t->scheme + t->route
+             + 3 * (t->method + t->original + t->path + t->query + t->scheme
+                    + t->route
                     + t->server + t->client + t->peer + t->protocol
                     + t->user_agent);
 }
@@ -286,16 +332,20 @@ sp_entry_text_cut(const sp_entry_http *h, const char *server,
  */
 static size_t
 sp_entry_span_write(unsigned char *dst, const sp_entry *e,
-    const sp_entry_http *h, const char *server, const sp_span_record *rec,
-    const sp_entry_text *t)
+    const sp_entry_method *m, const sp_entry_http *h, const char *server,
+    const sp_span_record *rec, const sp_entry_text *t)
 {
     unsigned char *p = sp_put_span_ids(dst, rec);
 
-    p = sp_put_name(p, h, t->name);
+    p = sp_put_name(p, m, h, t->name);
     p = sp_put_span_times(p, rec);
     if (t->method > 0) {
-        p = sp_put_attr_string(p, SP_KEY("http.request.method"), h->method,
+        p = sp_put_attr_string(p, SP_KEY("http.request.method"), m->value,
                                t->method);
+    }
+    if (t->original > 0) {
+        p = sp_put_attr_string(p, SP_KEY("http.request.method_original"),
+                               m->original, t->original);
     }
     if (t->path > 0) {
         p = sp_put_attr_string(p, SP_KEY("url.path"), h->path, t->path);
@@ -348,14 +398,16 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
 }
 
 sp_status
-sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
+sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
+    const sp_entry_http *h, sp_ring *ring)
 {
-    sp_span_record rec;
-    sp_entry_text  t;
-    sp_ring_token  tok;
-    unsigned char *dst;
-    const char    *server;
-    size_t         server_len;
+    sp_span_record  rec;
+    sp_entry_method m;
+    sp_entry_text   t;
+    sp_ring_token   tok;
+    unsigned char  *dst;
+    const char     *server;
+    size_t          server_len;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
@@ -388,12 +440,13 @@ sp_entry_finish(const sp_entry *e, const sp_entry_http *h, sp_ring *ring)
 
     /* Written in place, into room for the worst its strings can take: the
      * ring takes back what was not used (sp_ring_commit). */
-    sp_entry_text_cut(h, server, server_len, &rec, &t);
+    sp_entry_method_of(p, h, &m);
+    sp_entry_text_cut(&m, h, server, server_len, &rec, &t);
     dst = sp_ring_reserve(ring, SP_RECORD_SPAN, t.max, &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
     sp_ring_commit(ring, &tok,
-                   sp_entry_span_write(dst, e, h, server, &rec, &t));
+                   sp_entry_span_write(dst, e, &m, h, server, &rec, &t));
     return SP_OK;
 }

@@ -22,6 +22,7 @@ policy(uint32_t sampler, bool snapshot, double probability)
     p.propagators = SP_PROPAGATOR_TRACECONTEXT | SP_PROPAGATOR_BAGGAGE;
     p.snapshot_enabled = snapshot;
     p.selection_threshold = sp_selection_threshold(probability);
+    sp_http_methods_standard(&p.known_methods);
     return p;
 }
 
@@ -218,7 +219,7 @@ finished_span_record_carries_spec_attributes(void **state)
     /* not UTF-8: the one-pass ASCII write gives way to the checked one */
     h.user_agent = "caf\xc3\xa9\xff"; h.user_agent_len = 6;
     h.pid = 1234;
-    assert_int_equal(sp_entry_finish(&e, &h, ring), SP_OK);
+    assert_int_equal(sp_entry_finish(&p, &e, &h, ring), SP_OK);
     assert_int_equal(sp_ring_read(ring, &v), SP_OK);
     assert_int_equal(v.type, SP_RECORD_SPAN);
     assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
@@ -260,7 +261,7 @@ finished_span_record_carries_spec_attributes(void **state)
     assert_true(seen_agent);
     /* Not recorded: nothing written. */
     e.recorded = false;
-    assert_int_equal(sp_entry_finish(&e, &h, ring), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_entry_finish(&p, &e, &h, ring), SP_ERR_NOT_FOUND);
     sp_region_detach(region);
     free(mem);
 }
@@ -313,19 +314,24 @@ span_of_strings_repaired_to_their_worst_fits(void **state)
         h.status = 200;
         h.server_port = 65535;
         h.pid = 1234;
-        assert_int_equal(sp_entry_finish(&e, &h, ring), SP_OK);
+        assert_int_equal(sp_entry_finish(&p, &e, &h, ring), SP_OK);
         assert_int_equal(sp_ring_read(ring, &v), SP_OK);
         assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
         m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
                                                           sv.otlp);
         assert_non_null(m);
-        assert_int_equal(m->n_attributes, 13);
+        /* the method is not a known one: "_OTHER", and the original */
+        assert_int_equal(m->n_attributes, 14);
         for (j = 0; j < m->n_attributes; j++) {
             const char *str = m->attributes[j]->value->string_value;
 
             if (m->attributes[j]->value->value_case
                 != OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
             {
+                continue;
+            }
+            if (strcmp(m->attributes[j]->key, "http.request.method") == 0) {
+                assert_string_equal(str, "_OTHER");
                 continue;
             }
             assert_int_equal(strlen(str), 3 * want);
@@ -337,6 +343,99 @@ span_of_strings_repaired_to_their_worst_fits(void **state)
     }
     sp_region_detach(region);
     free(mem);
+}
+
+/* The span of one request with method (and route "/r") under p: its
+ * name, http.request.method and http.request.method_original ("" when
+ * absent). */
+static void
+method_span(const sp_entry_policy *p, const char *method, char *name,
+            char *value, char *original)
+{
+    sp_entry        e;
+    sp_entry_http   h;
+    sp_record_view  v;
+    sp_span_view    sv;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+    void           *mem;
+    sp_region      *region;
+    sp_ring        *ring;
+    size_t          size = sp_region_size(1, 65536), i;
+
+    mem = aligned_alloc(64, size);
+    assert_int_equal(sp_region_init(mem, size, 1, 65536), SP_OK);
+    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
+    ring = sp_region_claim(region, 1234);
+    assert_non_null(ring);
+    e = begin(p, NULL, NULL, NULL);
+    memset(&h, 0, sizeof(h));
+    h.method = method; h.method_len = strlen(method);
+    h.route = "/r"; h.route_len = 2;
+    h.status = 200;
+    h.pid = 1234;
+    assert_int_equal(sp_entry_finish(p, &e, &h, ring), SP_OK);
+    assert_int_equal(sp_ring_read(ring, &v), SP_OK);
+    assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
+    m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
+                                                      sv.otlp);
+    assert_non_null(m);
+    strcpy(name, m->name);
+    value[0] = original[0] = '\0';
+    for (i = 0; i < m->n_attributes; i++) {
+        if (strcmp(m->attributes[i]->key, "http.request.method") == 0) {
+            strcpy(value, m->attributes[i]->value->string_value);
+        }
+        if (strcmp(m->attributes[i]->key, "http.request.method_original")
+            == 0)
+        {
+            strcpy(original, m->attributes[i]->value->string_value);
+        }
+    }
+    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+    sp_region_detach(region);
+    free(mem);
+}
+
+/*
+ * The conventions' methods go as sent; any other is "_OTHER", sent in
+ * http.request.method_original, named "HTTP"; a list of known methods
+ * replaces theirs (OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS).
+ */
+static void
+unknown_methods_are_other_and_the_list_can_be_replaced(void **state)
+{
+    static const char *const standard[] = { "CONNECT", "DELETE", "GET",
+        "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE" };
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.01);
+    char            name[64], value[64], original[64];
+    size_t          i;
+
+    (void)state;
+    for (i = 0; i < sizeof(standard) / sizeof(standard[0]); i++) {
+        method_span(&p, standard[i], name, value, original);
+        assert_string_equal(value, standard[i]);
+        assert_string_equal(original, "");
+        assert_memory_equal(name, standard[i], strlen(standard[i]));
+    }
+    method_span(&p, "PROPFIND", name, value, original);
+    assert_string_equal(name, "HTTP /r");
+    assert_string_equal(value, "_OTHER");
+    assert_string_equal(original, "PROPFIND");
+    /* case-sensitive: a method is the token as sent */
+    method_span(&p, "get", name, value, original);
+    assert_string_equal(value, "_OTHER");
+    assert_string_equal(original, "get");
+
+    assert_int_equal(sp_http_methods_parse(" GET , PURGE", 12,
+                                           &p.known_methods), SP_OK);
+    method_span(&p, "PURGE", name, value, original);
+    assert_string_equal(name, "PURGE /r");
+    assert_string_equal(value, "PURGE");
+    assert_string_equal(original, "");
+    method_span(&p, "POST", name, value, original);
+    assert_string_equal(name, "HTTP /r");
+    assert_string_equal(value, "_OTHER");
+    assert_string_equal(original, "POST");
 }
 
 int
@@ -352,6 +451,8 @@ main(void)
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
         cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
+        cmocka_unit_test(
+            unknown_methods_are_other_and_the_list_can_be_replaced),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -85,6 +85,9 @@ sub settings {
         ['SPLUNK_PROFILER_MAX_STACK_DEPTH',
          'spanprof_profiler_max_stack_depth', 'SpanprofProfilerMaxStackDepth',
          ['128', '1024'], ['0', '1025']],
+        ['OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS',
+         'spanprof_http_known_methods', 'SpanprofHttpKnownMethods',
+         ['GET,POST,PURGE', 'PROPFIND'], ['GET,', 'GET/POST', '""']],
     );
 }
 
