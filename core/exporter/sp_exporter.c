@@ -1247,8 +1247,9 @@ sp_rings_rescan(sp_exporter_loop *e, uint64_t claims, uint64_t now)
 
 /*
  * After a ring was drained (within its budget): frees it if its owner is
- * dead, when the check is due; returns whether the slot is free and empty,
- * so no longer worth a visit.
+ * dead, or resets it if it was released with a record never committed,
+ * when the check is due; returns whether the slot is free and empty, so
+ * no longer worth a visit.
  */
 static bool
 sp_ring_settle(sp_exporter_loop *e, sp_ring *ring, sp_ring_watch *w,
@@ -1257,11 +1258,13 @@ sp_ring_settle(sp_exporter_loop *e, sp_ring *ring, sp_ring_watch *w,
     uint32_t         owner = sp_ring_owner(ring);
     sp_ring_counters c;
 
-    if (owner != 0 && now >= w->check_ms) {
+    if (now >= w->check_ms) {
         w->check_ms = now + SP_OWNER_CHECK_MS;
-        switch (sp_ring_reset_if_owner_dead(ring)) {
+        switch (sp_ring_reset_if_abandoned(ring, e->pid)) {
         case SP_OK:
-            sp_worker_forget(e, owner);
+            if (owner != 0) {
+                sp_worker_forget(e, owner);
+            }
             owner = 0;
             break;
         case SP_ERR_INVALID:

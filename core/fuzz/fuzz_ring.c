@@ -208,7 +208,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         drain(r, 64);
     }
     if (mode & 8) {
-        sp_ring_reset_if_owner_dead(r);
+        sp_ring_reset_if_abandoned(r, (uint32_t)getpid());
         drain(r, 8);
     }
     recover(r);

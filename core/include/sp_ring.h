@@ -25,8 +25,12 @@
  *     any more, stores 0. What it wrote stays readable; records carry their
  *     pid, so a new owner appending after them confuses nothing.
  *   - the exporter, after draining what is committed, calls
- *     sp_ring_reset_if_owner_dead: if the owner died, it skips what the
- *     owner left uncommitted (counted) and frees the slot.
+ *     sp_ring_reset_if_abandoned: if the owner died, it skips what the
+ *     owner left uncommitted (counted) and frees the slot. A slot released
+ *     with a reservation never committed (a prefork child that exits from
+ *     its signal handler, in the middle of a write) is reset the same way,
+ *     held by the exporter meanwhile so that no worker claims it; else the
+ *     next owner's records would wait behind that one for ever.
  * "Dead" means kill(pid, 0) fails with ESRCH, or the pid is now a zombie,
  * or it belongs to a newer process than the one that claimed (the slot
  * keeps the owner's start time from /proc, so a reused pid is not taken
@@ -233,13 +237,15 @@ SP_API sp_status sp_ring_read(sp_ring *r, sp_record_view *out);
 SP_API sp_status sp_ring_consume(sp_ring *r, const sp_record_view *view);
 
 /*
- * After draining what is committed: if the slot's owner is dead, skips
- * what it reserved and never committed (counted in skipped_bytes) and
- * frees the slot. SP_OK when the slot was freed; SP_ERR_NOT_FOUND when the
- * slot is free or its owner alive; SP_ERR_INVALID when committed records
+ * After draining what is committed: if the slot's owner is dead, or the
+ * slot was released with something reserved and never committed, skips
+ * what is left uncommitted (counted in skipped_bytes) and frees the slot.
+ * reader is the caller's pid, which holds a released slot while it is
+ * reset. SP_OK when the slot was reset; SP_ERR_NOT_FOUND when its owner is
+ * alive, or it is free and empty; SP_ERR_INVALID when committed records
  * are still unread (read them first).
  */
-SP_API sp_status sp_ring_reset_if_owner_dead(sp_ring *r);
+SP_API sp_status sp_ring_reset_if_abandoned(sp_ring *r, uint32_t reader);
 
 /*
  * Skips everything reserved and not yet consumed, committed or not, and

@@ -875,25 +875,49 @@ sp_ring_skip_pending(sp_ring *r)
 }
 
 sp_status
-sp_ring_reset_if_owner_dead(sp_ring *r)
+sp_ring_reset_if_abandoned(sp_ring *r, uint32_t reader)
 {
     uint64_t       owner = atomic_load_explicit(&r->slot->owner,
                                                 memory_order_acquire);
+    uint64_t       hold = 0, held;
     sp_record_view v;
 
-    if (owner == 0 || sp_owner_alive(owner)) {
+    if (owner != 0 && sp_owner_alive(owner)) {
         return SP_ERR_NOT_FOUND;
     }
+    if (owner == 0) {
+        if (sp_drained(r)) {
+            return SP_ERR_NOT_FOUND;
+        }
+        /*
+         * Released while something was reserved: it stays uncommitted,
+         * unless a record only waits to be read. Held for the reset, so
+         * that no worker claims the slot and writes behind the skip.
+         */
+        hold = sp_owner_word(reader);
+        if (hold == 0
+            || !atomic_compare_exchange_strong_explicit(&r->slot->owner,
+                   &owner, hold, memory_order_acq_rel,
+                   memory_order_relaxed))
+        {
+            return SP_ERR_NOT_FOUND;
+        }
+        owner = hold;
+    }
     /*
-     * The owner is gone and nobody else may claim the slot before it is
-     * drained, so no writer can run here any more: what is left and not
-     * committed never will be.
+     * The owner is gone (or we hold the slot) and nobody else may claim
+     * it before it is drained, so no writer can run here any more: what
+     * is left and not committed never will be.
      */
+    held = owner;
     if (sp_ring_read(r, &v) == SP_OK) {
+        if (owner == hold) {
+            atomic_store_explicit(&r->slot->owner, 0, memory_order_release);
+        }
         return SP_ERR_INVALID;
     }
     sp_ring_skip_pending(r);
-    atomic_compare_exchange_strong_explicit(&r->slot->owner, &owner, 0,
+    atomic_compare_exchange_strong_explicit(&r->slot->owner, &held, 0,
         memory_order_acq_rel, memory_order_relaxed);
     return SP_OK;
 }

@@ -1367,11 +1367,11 @@ dead_owner_slot_is_reclaimed_only_when_drained(void **state)
     assert_int_equal(write_tagged(r, SP_RECORD_SAMPLE, 20, 1), SP_OK);
     /* alive: not ours to take, nor the exporter's to reset */
     assert_null(sp_region_claim(fx.region, me));
-    assert_int_equal(sp_ring_reset_if_owner_dead(r), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_ring_reset_if_abandoned(r, (uint32_t)getpid()), SP_ERR_NOT_FOUND);
     end_child(child);
     /* dead, but its record is unread */
     assert_null(sp_region_claim(fx.region, me));
-    assert_int_equal(sp_ring_reset_if_owner_dead(r), SP_ERR_INVALID);
+    assert_int_equal(sp_ring_reset_if_abandoned(r, (uint32_t)getpid()), SP_ERR_INVALID);
     assert_int_equal(stats(r).skipped_bytes, 0);
     read_tagged(r, SP_RECORD_SAMPLE, 20, 1);
     assert_int_equal(sp_ring_read(r, &v), SP_ERR_NOT_FOUND);
@@ -1403,16 +1403,64 @@ exporter_resets_what_a_dead_owner_left_uncommitted(void **state)
     read_tagged(r, SP_RECORD_SAMPLE, 20, 1);
     assert_int_equal(sp_ring_read(r, &v), SP_ERR_NOT_FOUND);
     assert_null(sp_region_claim(fx.region, (uint32_t)getpid()));
-    assert_int_equal(sp_ring_reset_if_owner_dead(r), SP_OK);
+    assert_int_equal(sp_ring_reset_if_abandoned(r, (uint32_t)getpid()), SP_OK);
     c = stats(r);
     assert_int_equal(c.skipped_bytes, (HDR + 104) + (HDR + 24));
     assert_int_equal(c.pending_bytes, 0);
     assert_int_equal(c.owner, 0);
     assert_int_equal(c.corrupt, 0);
-    assert_int_equal(sp_ring_reset_if_owner_dead(r), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_ring_reset_if_abandoned(r, (uint32_t)getpid()), SP_ERR_NOT_FOUND);
     assert_ptr_equal(sp_region_claim(fx.region, (uint32_t)getpid()), r);
     assert_int_equal(write_tagged(r, SP_RECORD_SPAN, 20, 3), SP_OK);
     read_tagged(r, SP_RECORD_SPAN, 20, 3);
+    fx_close(&fx);
+}
+
+/*
+ * A prefork child exits from its signal handler, which can run between a
+ * reserve and its commit: the slot is released with a record that will
+ * never be committed. The exporter resets it, holding it meanwhile, and
+ * the next owner's records are read; before, they waited behind the
+ * unfinished one until the ring was full.
+ */
+static void
+exporter_resets_a_released_slot_left_with_an_uncommitted_record(
+    void **state)
+{
+    region_fx        fx;
+    sp_ring         *r, *next;
+    sp_ring_token    t;
+    sp_record_view   v;
+    sp_ring_counters c;
+    uint32_t         me = (uint32_t)getpid();
+
+    (void)state;
+    fx_open(&fx, 1, 4096, true);
+    r = sp_region_claim(fx.region, me);
+    assert_non_null(r);
+    assert_int_equal(write_tagged(r, SP_RECORD_SAMPLE, 20, 1), SP_OK);
+    assert_non_null(sp_ring_reserve(r, SP_RECORD_SPAN, 100, &t));
+    sp_region_release(r);
+    /* free and empty rings, and committed records, come first */
+    assert_int_equal(sp_ring_reset_if_abandoned(r, me), SP_ERR_INVALID);
+    assert_int_equal(sp_ring_owner(r), 0);
+    read_tagged(r, SP_RECORD_SAMPLE, 20, 1);
+    assert_int_equal(sp_ring_read(r, &v), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_ring_reset_if_abandoned(r, me), SP_OK);
+    c = stats(r);
+    assert_int_equal(c.skipped_bytes, HDR + 104);
+    assert_int_equal(c.pending_bytes, 0);
+    assert_int_equal(c.owner, 0);
+    assert_int_equal(sp_ring_reset_if_abandoned(r, me), SP_ERR_NOT_FOUND);
+    /* the next owner's record is read at once */
+    next = sp_region_claim(fx.region, me);
+    assert_ptr_equal(next, r);
+    assert_int_equal(write_tagged(next, SP_RECORD_SPAN, 20, 2), SP_OK);
+    read_tagged(next, SP_RECORD_SPAN, 20, 2);
+    /* a slot a live owner holds is never reset, pending or not */
+    assert_non_null(sp_ring_reserve(next, SP_RECORD_SPAN, 100, &t));
+    assert_int_equal(sp_ring_reset_if_abandoned(next, me), SP_ERR_NOT_FOUND);
+    assert_int_equal(stats(next).pending_bytes, HDR + 104);
     fx_close(&fx);
 }
 
@@ -1469,7 +1517,7 @@ zombies_and_reused_pids_are_dead(void **state)
      * process that had our pid. It is dead, and the slot is ours to take.
      */
     set_u64(slot_mem(&fx, 0), (uint64_t)me | (uint64_t)0xdeadbeef << 32);
-    assert_int_equal(sp_ring_reset_if_owner_dead(r), SP_OK);
+    assert_int_equal(sp_ring_reset_if_abandoned(r, me), SP_OK);
     set_u64(slot_mem(&fx, 0), (uint64_t)me | (uint64_t)0xdeadbeef << 32);
     assert_ptr_equal(sp_region_claim(fx.region, me), r);
     assert_true(get_u64(slot_mem(&fx, 0)) >> 32 != 0xdeadbeef);
@@ -1604,6 +1652,8 @@ main(void)
         cmocka_unit_test(every_claim_that_takes_a_slot_is_counted),
         cmocka_unit_test(dead_owner_slot_is_reclaimed_only_when_drained),
         cmocka_unit_test(exporter_resets_what_a_dead_owner_left_uncommitted),
+        cmocka_unit_test(
+            exporter_resets_a_released_slot_left_with_an_uncommitted_record),
         cmocka_unit_test(zombies_and_reused_pids_are_dead),
         cmocka_unit_test(concurrent_claims_get_distinct_slots),
         cmocka_unit_test(one_reader_per_region),
