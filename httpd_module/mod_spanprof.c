@@ -334,6 +334,7 @@ spanprof_exporter_event(int reason, void *data, int status)
 {
     server_rec *s = data;
     uint64_t    delay;
+    char        next[128];
 
     switch (reason) {
     case APR_OC_REASON_DEATH:
@@ -348,23 +349,18 @@ spanprof_exporter_event(int reason, void *data, int status)
          * Warn: what it held is lost, the next one goes on. */
         delay = sp_exporter_restarts_delay(&spanprof_restarts,
                     (uint64_t) apr_time_as_msec(apr_time_now()));
-        if (delay == 0) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
-                         "spanprof: exporter process %" APR_PID_T_FMT
-                         " exited (status %d), starting another",
-                         spanprof_exporter != NULL
-                         ? spanprof_exporter->pid : 0, status);
-        } else {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
-                         "spanprof: exporter process %" APR_PID_T_FMT
-                         " exited (status %d) soon after it started, %u "
+        apr_cpystrn(next, ", starting another", sizeof(next));
+        if (delay > 0) {
+            apr_snprintf(next, sizeof(next), " soon after it started, %u "
                          "times in a row, the next starts in %"
-                         APR_UINT64_T_FMT " s",
-                         spanprof_exporter != NULL
-                         ? spanprof_exporter->pid : 0, status,
-                         spanprof_restarts.quick_exits,
+                         APR_UINT64_T_FMT " s", spanprof_restarts.quick_exits,
                          (apr_uint64_t) delay / 1000);
         }
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
+                     "spanprof: exporter process %" APR_PID_T_FMT
+                     " exited (status %d)%s",
+                     spanprof_exporter != NULL ? spanprof_exporter->pid : 0,
+                     status, next);
         /* APR calls us with UNREGISTER from within: not a stop. */
         spanprof_exporter_replacing = 1;
         apr_proc_other_child_unregister(data);
