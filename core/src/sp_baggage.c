@@ -23,18 +23,6 @@ typedef struct sp_member_writer {
     size_t n;           /* bytes the text needs; > cap means it did not fit */
 } sp_member_writer;
 
-/* RFC 7230 section 3.2.6: tchar, the bytes of a token. */
-static bool
-sp_is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9'))
-    {
-        return true;
-    }
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 /* Controls, whitespace, DQUOTE, ",", ";" and "\" are not baggage-octets. */
 static bool
 sp_is_baggage_octet(unsigned char c)

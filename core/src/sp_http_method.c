@@ -2,26 +2,9 @@
  * Known request methods (sp_http_method.h).
  */
 #include "sp_http_method.h"
+#include "sp_text.h"
 
 #include <string.h>
-
-/* RFC 9110's tchar: "!#$%&'*+-.^_`|~", digits and letters. */
-static bool
-sp_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9'))
-    {
-        return true;
-    }
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static bool
-sp_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
 
 sp_status
 sp_http_methods_parse(const char *s, size_t len, sp_http_methods *out)
@@ -34,15 +17,15 @@ sp_http_methods_parse(const char *s, size_t len, sp_http_methods *out)
     }
     memset(&m, 0, sizeof(m));
     for (;;) {
-        while (i < len && sp_ows(s[i])) {
+        while (i < len && sp_is_ows(s[i])) {
             i++;
         }
         start = i;
-        while (i < len && sp_tchar((unsigned char)s[i])) {
+        while (i < len && sp_is_tchar((unsigned char)s[i])) {
             i++;
         }
         end = i;
-        while (i < len && sp_ows(s[i])) {
+        while (i < len && sp_is_ows(s[i])) {
             i++;
         }
         if (end == start || (i < len && s[i] != ',')) {

@@ -182,6 +182,23 @@ selection_by_trace_id_over_20000_traces(void **state)
     sp_idgen_destroy(ids);
 }
 
+/* A region of one ring of ring_bytes, claimed for pid 1234; free *mem
+ * after sp_region_detach(*region). */
+static sp_ring *
+one_ring(size_t ring_bytes, void **mem, sp_region **region)
+{
+    size_t   size = sp_region_size(1, ring_bytes);
+    sp_ring *ring;
+
+    *mem = aligned_alloc(64, size);
+    assert_non_null(*mem);
+    assert_int_equal(sp_region_init(*mem, size, 1, ring_bytes), SP_OK);
+    assert_int_equal(sp_region_attach(*mem, size, region), SP_OK);
+    ring = sp_region_claim(*region, 1234);
+    assert_non_null(ring);
+    return ring;
+}
+
 static void
 finished_span_record_carries_spec_attributes(void **state)
 {
@@ -195,17 +212,12 @@ finished_span_record_carries_spec_attributes(void **state)
     void           *mem;
     sp_region      *region;
     sp_ring        *ring;
-    size_t          size = sp_region_size(1, 65536);
     size_t          i;
     bool            seen_profiling = false, seen_status = false;
     bool            seen_address = false, seen_agent = false;
 
     (void)state;
-    mem = aligned_alloc(64, size);
-    assert_int_equal(sp_region_init(mem, size, 1, 65536), SP_OK);
-    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
-    ring = sp_region_claim(region, 1234);
-    assert_non_null(ring);
+    ring = one_ring(65536, &mem, &region);
 
     e = begin(&p, NULL, NULL, "splunk.trace.snapshot.volume=highest");
     memset(&h, 0, sizeof(h));
@@ -285,18 +297,13 @@ span_of_strings_repaired_to_their_worst_fits(void **state)
     void           *mem;
     sp_region      *region;
     sp_ring        *ring;
-    size_t          size = sp_region_size(1, 1 << 20);
     size_t          lens[] = { 1, 40, 200, 700, SP_SPAN_STRING_MAX,
                                SP_SPAN_STRING_MAX + 10 };
     size_t          i, j, want;
 
     (void)state;
     memset(bad, 0xff, sizeof(bad));
-    mem = aligned_alloc(64, size);
-    assert_int_equal(sp_region_init(mem, size, 1, 1 << 20), SP_OK);
-    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
-    ring = sp_region_claim(region, 1234);
-    assert_non_null(ring);
+    ring = one_ring(1 << 20, &mem, &region);
     for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
         want = lens[i] < SP_SPAN_STRING_MAX ? lens[i] : SP_SPAN_STRING_MAX;
         e = begin(&p, NULL, NULL, "splunk.trace.snapshot.volume=highest");
@@ -360,13 +367,9 @@ method_span(const sp_entry_policy *p, const char *method, char *name,
     void           *mem;
     sp_region      *region;
     sp_ring        *ring;
-    size_t          size = sp_region_size(1, 65536), i;
+    size_t          i;
 
-    mem = aligned_alloc(64, size);
-    assert_int_equal(sp_region_init(mem, size, 1, 65536), SP_OK);
-    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
-    ring = sp_region_claim(region, 1234);
-    assert_non_null(ring);
+    ring = one_ring(65536, &mem, &region);
     e = begin(p, NULL, NULL, NULL);
     memset(&h, 0, sizeof(h));
     h.method = method; h.method_len = strlen(method);
