@@ -203,13 +203,13 @@ static void
 sp_entry_method_of(const sp_entry_policy *p, const sp_entry_http *h,
     sp_entry_method *m)
 {
-    memset(m, 0, sizeof(*m));
-    if (h->method == NULL || h->method_len == 0) {
-        return;
-    }
-    if (sp_http_method_known(&p->known_methods, h->method, h->method_len)) {
+    m->original = NULL;
+    m->original_len = 0;
+    if (h->method == NULL || h->method_len == 0
+        || sp_http_method_known(&p->known_methods, h->method, h->method_len))
+    {
         m->value = m->name = h->method;
-        m->value_len = m->name_len = h->method_len;
+        m->value_len = m->name_len = h->method != NULL ? h->method_len : 0;
         return;
     }
     m->value = SP_HTTP_METHOD_OTHER;

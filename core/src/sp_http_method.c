@@ -83,18 +83,13 @@ sp_standard_method(const char *m, size_t len)
     }
 }
 
-bool
-sp_http_method_known(const sp_http_methods *m, const char *method,
-                     size_t len)
+/* A replaced list, searched: out of line, so that the usual case above
+ * sets up no registers for the loop. */
+static __attribute__((noinline)) bool
+sp_listed_method(const sp_http_methods *m, const char *method, size_t len)
 {
     unsigned i;
 
-    if (method == NULL) {
-        return false;
-    }
-    if (m->standard) {
-        return sp_standard_method(method, len);
-    }
     for (i = 0; i < m->count; i++) {
         if (m->len[i] == len && memcmp(m->text + m->off[i], method, len) == 0)
         {
@@ -102,4 +97,15 @@ sp_http_method_known(const sp_http_methods *m, const char *method,
         }
     }
     return false;
+}
+
+bool
+sp_http_method_known(const sp_http_methods *m, const char *method,
+                     size_t len)
+{
+    if (method == NULL) {
+        return false;
+    }
+    return m->standard ? sp_standard_method(method, len)
+                       : sp_listed_method(m, method, len);
 }
