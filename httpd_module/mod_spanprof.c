@@ -634,6 +634,7 @@ spanprof_request_done(void *data)
     h.peer_address_len = h.peer_address ? strlen(h.peer_address) : 0;
     h.protocol_version = r->proto_num >= HTTP_VERSION(2, 0) ? "2"
                          : r->proto_num == HTTP_VERSION(1, 0) ? "1.0"
+                         : r->proto_num == HTTP_VERSION(0, 9) ? "0.9"
                          : "1.1";
     h.protocol_version_len = strlen(h.protocol_version);
     ua = apr_table_get(r->headers_in, "User-Agent");

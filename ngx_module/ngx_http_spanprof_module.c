@@ -1684,6 +1684,15 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     ngx_uint_t        i, bit, ours, empty;
     ngx_table_elt_t  *h, *o;
 
+    /* An HTTP/0.9 request has no headers: nginx never made the list. */
+    if (r->headers_in.headers.last == NULL
+        && ngx_list_init(&r->headers_in.headers, r->pool, 3,
+                         sizeof(ngx_table_elt_t))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     value[NGX_HTTP_SPANPROF_TRACEPARENT].data =
         (u_char *) ctx->entry.traceparent;
     value[NGX_HTTP_SPANPROF_TRACEPARENT].len = SP_TRACEPARENT_LEN;
