@@ -68,6 +68,8 @@ typedef struct {
     const char   *tracestate;
     const char   *baggage;
     int           sampling;    /* its span is open in the sampler */
+    int           upgrading;   /* core's handler switches the protocol:
+                                  the new protocol's requests are spans */
     apr_os_thread_t  thread;   /* the one that entered it */
     int           finished;
     /* As logged (spanprof_note_outcome): later, when the pool goes,
@@ -607,7 +609,9 @@ spanprof_request_done(void *data)
     }
     sr->finished = 1;
     spanprof_stop_sampling(sr);
-    if (!spanprof_enabled_here(last) || spanprof_ring == NULL) {
+    if (!spanprof_enabled_here(last) || spanprof_ring == NULL
+        || (sr->upgrading && r->status == HTTP_SWITCHING_PROTOCOLS))
+    {
         return APR_SUCCESS;
     }
 
@@ -738,7 +742,7 @@ spanprof_post_read_request(request_rec *r)
     spanprof_request *sr;
 
     if (!spanprof_active || r->main != NULL || r->prev != NULL
-        || !spanprof_enabled_here(r) || spanprof_switches_protocol(r))
+        || !spanprof_enabled_here(r))
     {
         return DECLINED;
     }
@@ -798,6 +802,19 @@ spanprof_fixups(request_rec *r)
     /* Only now is the scope known: off there means no ids for the log and
      * no profiling, though post_read_request began both. */
     if (!spanprof_enabled_here(r)) {
+        spanprof_set_env(r, NULL);
+        spanprof_stop_sampling(sr);
+        return DECLINED;
+    }
+    /*
+     * Core's handler, which runs first, is about to switch the connection
+     * (h2c): the requests of the new protocol carry the client's headers
+     * and are the spans; this one's thread runs the whole session. Only
+     * here: a response decided before the handler (a 403, a redirect) goes
+     * out over HTTP/1.1 and is this request's span.
+     */
+    if (r == sr->initial && spanprof_switches_protocol(r)) {
+        sr->upgrading = 1;
         spanprof_set_env(r, NULL);
         spanprof_stop_sampling(sr);
         return DECLINED;

@@ -50,6 +50,7 @@ CustomLog $dir/sp.log sp
 ProxyPass /proxy http://$upstream/proxy
 RewriteEngine On
 RewriteRule ^/fail - [R=503,L]
+RewriteRule ^/moved http://example.com/ [R=301,L]
 EXTRA
 
 my $httpd = httpd_start($dir, $port,
@@ -86,6 +87,26 @@ run_matrix(recv => $recv, up => $up, log => "$dir/sp.log", server => 'httpd',
     is(Spanprof::Receiver::attribute($mine[0]{attributes},
                                      'http.response.status_code'),
        200, 'h2c upgrade: its status is the response\'s, not 101');
+}
+
+# An Upgrade: h2c request answered before the handler (a rewrite to 503,
+# a redirect) is not switched: it goes out over HTTP/1.1 and is the
+# span, with the client's parent.
+for my $case (['/fail', 503], ['/moved', 301]) {
+    my ($path, $status) = @$case;
+    my ($tid, $sid) = (sprintf('%032x', 0x7c00 + $status), '6b' x 8);
+    my $code = `curl -s -o /dev/null -w '%{http_code}' --http2 -H 'traceparent: 00-$tid-$sid-01' http://127.0.0.1:$port$path`;
+    is($code, $status, "h2c offered, $path: answered $status");
+    my @mine = wait_spans($recv, sub { $_[0]{traceId} eq $tid });
+    is(scalar @mine, 1, "h2c offered, $path: one span");
+    next unless @mine;
+    is($mine[0]{parentSpanId}, $sid, "h2c offered, $path: the client's parent");
+    is(Spanprof::Receiver::attribute($mine[0]{attributes},
+                                     'http.response.status_code'),
+       $status, "h2c offered, $path: its status");
+    is(Spanprof::Receiver::attribute($mine[0]{attributes},
+                                     'network.protocol.version'),
+       '1.1', "h2c offered, $path: over HTTP/1.1");
 }
 
 stop($httpd);
