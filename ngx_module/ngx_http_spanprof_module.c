@@ -68,6 +68,10 @@ struct ngx_http_spanprof_ctx_s {
     ngx_str_t                 method;
     ngx_str_t                 uri;
     ngx_str_t                 args;
+    /* The connection's peer before realip, the client after it: its
+     * pool cleanup puts the peer back before ours runs. */
+    ngx_str_t                 peer;
+    ngx_str_t                 client;
     ngx_str_t                 tracestate;   /* pool copies of what goes */
     ngx_str_t                 baggage;      /* upstream */
     ngx_array_t              *orig;         /* the received trace headers
@@ -169,6 +173,7 @@ static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_log(ngx_http_request_t *r);
 static ngx_inline ngx_table_elt_t *ngx_http_spanprof_next_header(
     ngx_list_part_t **part, ngx_uint_t *i);
 static ngx_inline void ngx_http_spanprof_find(ngx_list_t *headers,
@@ -811,6 +816,12 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
     }
     *h = ngx_http_spanprof_post_read;
 
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_log;
+
     /* Where every location is as its server, the PRECONTENT handler
      * would find nothing to change: one phase handler less a request
      * (~70 instructions, callgrind). */
@@ -1386,6 +1397,8 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     ctx->next = NULL;
     ctx->request = r;
     ctx->method = r->method_name;
+    ctx->peer = r->connection->addr_text;
+    ngx_str_null(&ctx->client);
     ctx->uri = r->uri;
     ctx->args = r->args;
     ctx->orig = NULL;
@@ -1625,6 +1638,29 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 
 /* The final location decides: one that is off, or does not propagate,
  * gets the received headers back; one that does gets ours. */
+/*
+ * The main request is logged before its pool goes, whichever way it ends:
+ * the client's address as realip left it, which its pool cleanup undoes
+ * before ours runs.
+ */
+static ngx_int_t
+ngx_http_spanprof_log(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_ctx_t  *ctx;
+
+    if (r != r->main) {
+        return NGX_OK;
+    }
+
+    ctx = ngx_http_spanprof_get_ctx(r);
+    if (ctx != NULL) {
+        ctx->client = r->connection->addr_text;
+    }
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_precontent(ngx_http_request_t *r)
 {
@@ -1914,6 +1950,7 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     sp_entry_http                  h;
     ngx_connection_t              *c;
     ngx_http_request_t            *r;
+    ngx_str_t                      *client;
     ngx_http_core_loc_conf_t       *clcf;
     ngx_http_spanprof_loc_conf_t   *slcf;
     ngx_http_spanprof_main_conf_t  *smcf;
@@ -1974,10 +2011,11 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
         h.server_port = ngx_inet_get_port(c->local_sockaddr);
     }
 
-    h.client_address = (char *) c->addr_text.data;
-    h.client_address_len = c->addr_text.len;
-    h.peer_address = h.client_address;
-    h.peer_address_len = h.client_address_len;
+    client = ctx->client.len > 0 ? &ctx->client : &c->addr_text;
+    h.client_address = (char *) client->data;
+    h.client_address_len = client->len;
+    h.peer_address = (char *) ctx->peer.data;
+    h.peer_address_len = ctx->peer.len;
 
     h.protocol_version = "1.1";
     h.protocol_version_len = 3;
