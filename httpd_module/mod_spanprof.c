@@ -89,6 +89,10 @@ static volatile apr_uint32_t  spanprof_polling;
 static sp_idgen         *spanprof_ids;
 static sp_entry_policy   spanprof_policy;
 static int               spanprof_active;
+/* "Spanprof On" in a <Location> or the like, in this configuration: a
+ * request of a server that is off may end there. Read with it, kept by
+ * the children it forks. */
+static int               spanprof_on_inside;
 
 /* In the parent: the exporter of the current generation. */
 static apr_proc_t       *spanprof_exporter;
@@ -163,6 +167,9 @@ spanprof_set_enable(cmd_parms *cmd, void *dconf, const char *arg)
         return apr_pstrdup(cmd->pool, msg);
     }
     conf->enable = on ? SPANPROF_ON : SPANPROF_OFF;
+    if (on && cmd->path != NULL) {
+        spanprof_on_inside = 1;
+    }
 
     if (cmd->path == NULL && !cmd->server->is_virtual) {
         (void) sp_config_set_directive(spanprof_main_conf(cmd->server)->config,
@@ -741,8 +748,10 @@ spanprof_post_read_request(request_rec *r)
     sp_entry_headers  in;
     spanprof_request *sr;
 
+    /* Where a scope inside turns it on, the request begins as any; the
+     * scope it ends in decides (fixups, spanprof_request_done). */
     if (!spanprof_active || r->main != NULL || r->prev != NULL
-        || !spanprof_enabled_here(r))
+        || (!spanprof_on_inside && !spanprof_enabled_here(r)))
     {
         return DECLINED;
     }
@@ -917,10 +926,19 @@ spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     return OK;
 }
 
+/* Each reading of the configuration starts without a scope that is on. */
+static int
+spanprof_pre_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp)
+{
+    spanprof_on_inside = 0;
+    return OK;
+}
+
 static void
 spanprof_register_hooks(apr_pool_t *p)
 {
     ap_hook_test_config(spanprof_test_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_pre_config(spanprof_pre_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_post_config(spanprof_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(spanprof_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_monitor(spanprof_monitor, NULL, NULL, APR_HOOK_MIDDLE);
