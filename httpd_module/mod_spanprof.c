@@ -14,6 +14,7 @@
 
 #include "httpd.h"
 #include "http_config.h"
+#include "http_main.h"
 #include "http_core.h"
 #include "http_log.h"
 #include "http_protocol.h"
@@ -94,11 +95,21 @@ static int               spanprof_active;
  * the children it forks. */
 static int               spanprof_on_inside;
 
-/* In the parent: the exporter of the current generation. */
-static apr_proc_t       *spanprof_exporter;
-/* Set once we asked it to go: its death calls for no new one. */
-static int               spanprof_exporter_stopping;
-static int               spanprof_exporter_replacing;
+/*
+ * In the parent: one exporter process, watched from its start to its
+ * death. The record and its registration outlive the configuration it was
+ * started for: after a restart the MPM reaps the old generation's
+ * exporter, which must still be known (else "long lost child came home!").
+ */
+typedef struct {
+    apr_proc_t  proc;
+    int         stopping;   /* asked to go: its death calls for no new one */
+} spanprof_exporter_rec;
+
+/* The current generation's exporter, NULL while none runs. */
+static spanprof_exporter_rec *spanprof_exporter;
+/* The current generation is going (restart, stop): nothing starts. */
+static int               spanprof_generation_stopping;
 /* Exits soon after starting delay the next start (sp_exporter_launch.h):
  * until this time, when not 0; the monitor hook starts it then. */
 static sp_exporter_restarts  spanprof_restarts;
@@ -279,10 +290,11 @@ static void spanprof_exporter_event(int reason, void *data, int status);
 static apr_status_t
 spanprof_exporter_spawn(server_rec *s)
 {
-    sp_exporter_launch  l;
-    char                exe[4096];
-    int                 pid, level;
-    sp_shm             *shm = spanprof_shm(s);
+    sp_exporter_launch      l;
+    char                    exe[4096];
+    int                     pid, level;
+    sp_shm                 *shm = spanprof_shm(s);
+    spanprof_exporter_rec  *rec;
 
     if (shm == NULL) {
         return APR_EGENERAL;
@@ -314,12 +326,17 @@ spanprof_exporter_spawn(server_rec *s)
         l.uid = ap_unixd_config.user_id;
         l.gid = ap_unixd_config.group_id;
     }
-    if (sp_exporter_spawn(&l, &pid) != SP_OK) {
+    rec = calloc(1, sizeof(*rec));
+    if (rec == NULL || sp_exporter_spawn(&l, &pid) != SP_OK) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, errno, s,
                      "spanprof: exporter \"%s\" could not be started", exe);
+        free(rec);
         return APR_EGENERAL;
     }
-    spanprof_exporter->pid = pid;
+    rec->proc.pid = pid;
+    apr_proc_other_child_register(&rec->proc, spanprof_exporter_event, rec,
+                                  NULL, s->process->pool);
+    spanprof_exporter = rec;
     sp_exporter_restarts_started(&spanprof_restarts,
                                  (uint64_t) apr_time_as_msec(apr_time_now()));
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
@@ -327,31 +344,33 @@ spanprof_exporter_spawn(server_rec *s)
     return APR_SUCCESS;
 }
 
-/* The exporter died: start another; a restart or stop: let it flush. */
-static void
-spanprof_exporter_restart(server_rec *s)
-{
-    if (spanprof_exporter_spawn(s) == APR_SUCCESS) {
-        apr_proc_other_child_register(spanprof_exporter,
-                                      spanprof_exporter_event, s, NULL,
-                                      s->process->pconf);
-    }
-}
-
+/*
+ * What befalls an exporter. Its death: the current one's is followed by
+ * another, now or after a delay; one asked to go (restart, stop) is only
+ * forgotten. A restart: it is asked to go. APR calls with UNREGISTER from
+ * within our own unregistering, on a record about to be freed.
+ */
 static void
 spanprof_exporter_event(int reason, void *data, int status)
 {
-    server_rec *s = data;
-    uint64_t    delay;
-    char        next[128];
+    spanprof_exporter_rec *rec = data;
+    server_rec            *s = ap_server_conf;
+    uint64_t               delay;
+    pid_t                  pid = rec->proc.pid;
+    int                    current = rec == spanprof_exporter;
+    int                    wanted = current && !rec->stopping
+                                    && !spanprof_generation_stopping;
+    char                   next[128];
 
     switch (reason) {
     case APR_OC_REASON_DEATH:
     case APR_OC_REASON_LOST:
-        /* Dead because we asked (restart, stop): the next generation
-         * starts its own. */
-        if (spanprof_exporter_stopping) {
-            apr_proc_other_child_unregister(data);
+        apr_proc_other_child_unregister(rec);
+        free(rec);
+        if (current) {
+            spanprof_exporter = NULL;
+        }
+        if (!wanted) {
             break;
         }
         /* APR gives the exit code or the signal, without saying which.
@@ -367,29 +386,18 @@ spanprof_exporter_event(int reason, void *data, int status)
         }
         ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
                      "spanprof: exporter process %" APR_PID_T_FMT
-                     " exited (status %d)%s",
-                     spanprof_exporter != NULL ? spanprof_exporter->pid : 0,
-                     status, next);
-        /* APR calls us with UNREGISTER from within: not a stop. */
-        spanprof_exporter_replacing = 1;
-        apr_proc_other_child_unregister(data);
-        spanprof_exporter_replacing = 0;
+                     " exited (status %d)%s", pid, status, next);
         if (delay == 0) {
-            spanprof_exporter_restart(s);
+            (void) spanprof_exporter_spawn(s);
         } else {
             spanprof_restart_at = apr_time_now()
                                   + apr_time_from_msec(delay);
         }
         break;
     case APR_OC_REASON_RESTART:
-    case APR_OC_REASON_UNREGISTER:
-        /* APR walks its list while calling us here: never unregister. */
-        if (spanprof_exporter_replacing) {
-            break;
-        }
-        spanprof_exporter_stopping = 1;
-        if (spanprof_exporter != NULL && spanprof_exporter->pid > 0) {
-            kill(spanprof_exporter->pid, SIGTERM);
+        rec->stopping = 1;
+        if (pid > 0) {
+            kill(pid, SIGTERM);
         }
         break;
     default:
@@ -402,10 +410,12 @@ spanprof_exporter_event(int reason, void *data, int status)
 static apr_status_t
 spanprof_exporter_stop(void *data)
 {
-    spanprof_exporter_stopping = 1;
-    if (spanprof_exporter != NULL && spanprof_exporter->pid > 0) {
-        kill(spanprof_exporter->pid, SIGTERM);
-        spanprof_exporter->pid = 0;
+    spanprof_generation_stopping = 1;
+    if (spanprof_exporter != NULL) {
+        spanprof_exporter->stopping = 1;
+        if (spanprof_exporter->proc.pid > 0) {
+            kill(spanprof_exporter->proc.pid, SIGTERM);
+        }
     }
     spanprof_exporter = NULL;
     return APR_SUCCESS;
@@ -419,28 +429,24 @@ static int
 spanprof_monitor(apr_pool_t *p, server_rec *s)
 {
     if (spanprof_restart_at == 0 || apr_time_now() < spanprof_restart_at
-        || spanprof_exporter == NULL || spanprof_exporter_stopping)
+        || spanprof_exporter != NULL || spanprof_generation_stopping)
     {
         return DECLINED;
     }
     spanprof_restart_at = 0;
-    spanprof_exporter_restart(s);
+    (void) spanprof_exporter_spawn(s);
     return DECLINED;
 }
 
 static void
 spanprof_start_exporter(apr_pool_t *pconf, server_rec *s)
 {
-    spanprof_exporter = apr_pcalloc(pconf, sizeof(apr_proc_t));
-    spanprof_exporter_stopping = 0;
+    spanprof_exporter = NULL;
+    spanprof_generation_stopping = 0;
     spanprof_restart_at = 0;
-    if (spanprof_exporter_spawn(s) != APR_SUCCESS) {
-        return;
-    }
-    apr_proc_other_child_register(spanprof_exporter, spanprof_exporter_event,
-                                  s, NULL, pconf);
     apr_pool_cleanup_register(pconf, NULL, spanprof_exporter_stop,
                               apr_pool_cleanup_null);
+    (void) spanprof_exporter_spawn(s);
 }
 
 /* ---- children */
