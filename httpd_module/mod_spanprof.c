@@ -631,7 +631,11 @@ spanprof_request_done(void *data)
     memset(&h, 0, sizeof(h));
     h.method = r->method;
     h.method_len = r->method ? strlen(r->method) : 0;
-    if (last->handler != NULL && strcmp(last->handler, "default-handler")) {
+    /* A content type in the handler's place ("httpd/unix-directory",
+     * "application/x-httpd-php") names a file's type, not a route. */
+    if (last->handler != NULL && strcmp(last->handler, "default-handler")
+        && strchr(last->handler, '/') == NULL)
+    {
         h.route = last->handler;
         h.route_len = strlen(last->handler);
     }

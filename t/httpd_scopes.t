@@ -3,7 +3,9 @@
 # that is off with a <Location> inside it that is on traces that location
 # only (before, the vhost's Off was taken at the request's start and
 # nothing inside could turn it on); a <Location> that is off in a server
-# that is on is not traced. Real apache2, curl, the OTLP receiver.
+# that is on is not traced. And the route of a request that ends in a
+# handler named by a content type (mod_dir's "httpd/unix-directory"):
+# none. Real apache2, curl, the OTLP receiver.
 
 use strict;
 use warnings;
@@ -61,6 +63,22 @@ for my $c (["main server, /index.html", "$port/index.html"],
     my ($what, $key) = @$c;
     my ($t, $traced) = @{ $trace{$key} };
     is(!!$got{$t}, !!$traced, "$what: " . ($traced ? 'traced' : 'not traced'));
+}
+
+# /sub, a directory: mod_dir answers 301 from its "httpd/unix-directory"
+# handler, a content type, not a route.
+mkdir "$dir/htdocs/sub";
+chmod 0755, "$dir/htdocs/sub";
+{
+    my $t = sprintf '%032x', 0x5c0eff;
+    my $code = `curl -s -o /dev/null -w '%{http_code}' -H 'traceparent: 00-$t-00f067aa0ba902b7-01' http://127.0.0.1:$port/sub`;
+    is($code, 301, 'a directory without its slash: 301');
+    my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $t });
+    is($span ? $span->{name} : undef, 'GET',
+       'a directory without its slash: named GET');
+    is($span ? Spanprof::Receiver::attribute($span->{attributes},
+                                             'http.route') : 'none',
+       undef, 'a directory without its slash: no http.route');
 }
 stop($httpd);
 done_testing();
