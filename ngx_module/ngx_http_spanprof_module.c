@@ -1638,29 +1638,6 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 
 /* The final location decides: one that is off, or does not propagate,
  * gets the received headers back; one that does gets ours. */
-/*
- * The main request is logged before its pool goes, whichever way it ends:
- * the client's address as realip left it, which its pool cleanup undoes
- * before ours runs.
- */
-static ngx_int_t
-ngx_http_spanprof_log(ngx_http_request_t *r)
-{
-    ngx_http_spanprof_ctx_t  *ctx;
-
-    if (r != r->main) {
-        return NGX_OK;
-    }
-
-    ctx = ngx_http_spanprof_get_ctx(r);
-    if (ctx != NULL) {
-        ctx->client = r->connection->addr_text;
-    }
-
-    return NGX_OK;
-}
-
-
 static ngx_int_t
 ngx_http_spanprof_precontent(ngx_http_request_t *r)
 {
@@ -1701,6 +1678,29 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
     }
 
     return NGX_DECLINED;
+}
+
+
+/*
+ * The main request is logged before its pool goes, whichever way it ends:
+ * the client's address as realip left it, which its pool cleanup undoes
+ * before ours runs.
+ */
+static ngx_int_t
+ngx_http_spanprof_log(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_ctx_t  *ctx;
+
+    if (r != r->main) {
+        return NGX_OK;
+    }
+
+    ctx = ngx_http_spanprof_get_ctx(r);
+    if (ctx != NULL) {
+        ctx->client = r->connection->addr_text;
+    }
+
+    return NGX_OK;
 }
 
 

@@ -879,7 +879,8 @@ sp_ring_reset_if_abandoned(sp_ring *r, uint32_t reader)
 {
     uint64_t       owner = atomic_load_explicit(&r->slot->owner,
                                                 memory_order_acquire);
-    uint64_t       hold = 0, held;
+    uint64_t       hold;
+    bool           held = false;
     sp_record_view v;
 
     if (owner != 0 && sp_owner_alive(owner)) {
@@ -903,21 +904,21 @@ sp_ring_reset_if_abandoned(sp_ring *r, uint32_t reader)
             return SP_ERR_NOT_FOUND;
         }
         owner = hold;
+        held = true;
     }
     /*
      * The owner is gone (or we hold the slot) and nobody else may claim
      * it before it is drained, so no writer can run here any more: what
      * is left and not committed never will be.
      */
-    held = owner;
     if (sp_ring_read(r, &v) == SP_OK) {
-        if (owner == hold) {
+        if (held) {
             atomic_store_explicit(&r->slot->owner, 0, memory_order_release);
         }
         return SP_ERR_INVALID;
     }
     sp_ring_skip_pending(r);
-    atomic_compare_exchange_strong_explicit(&r->slot->owner, &held, 0,
+    atomic_compare_exchange_strong_explicit(&r->slot->owner, &owner, 0,
         memory_order_acq_rel, memory_order_relaxed);
     return SP_OK;
 }
