@@ -645,6 +645,18 @@ spanprof_request_done(void *data)
     h.query_len = h.query ? strlen(h.query) : 0;
     h.scheme = ap_http_scheme(r);
     h.scheme_len = h.scheme ? strlen(h.scheme) : 0;
+    h.forwarded = apr_table_get(r->headers_in, "Forwarded");
+    h.forwarded_len = h.forwarded ? strlen(h.forwarded) : 0;
+    h.forwarded_host = apr_table_get(r->headers_in, "X-Forwarded-Host");
+    h.forwarded_host_len = h.forwarded_host ? strlen(h.forwarded_host) : 0;
+    /* An absolute-form target names the server in the request line; else
+     * Host, which mod_http2 makes of :authority. r->hostname has lost the
+     * port. */
+    h.authority = r->parsed_uri.hostname != NULL ? r->parsed_uri.hostinfo
+                  : apr_table_get(r->headers_in, "Host");
+    h.authority_len = h.authority ? strlen(h.authority) : 0;
+    /* Without one (HTTP/1.0 with no Host): the server's name and the port
+     * the request came in on. */
     h.server_address = r->hostname;
     h.server_address_len = r->hostname ? strlen(r->hostname) : 0;
     port = r->connection->local_addr ? r->connection->local_addr->port : 0;

@@ -72,6 +72,9 @@ struct ngx_http_spanprof_ctx_s {
      * pool cleanup puts the peer back before ours runs. */
     ngx_str_t                 peer;
     ngx_str_t                 client;
+    /* Where a proxy says the client addressed the request. */
+    ngx_table_elt_t          *forwarded;
+    ngx_table_elt_t          *forwarded_host;
     ngx_str_t                 tracestate;   /* pool copies of what goes */
     ngx_str_t                 baggage;      /* upstream */
     ngx_array_t              *orig;         /* the received trace headers
@@ -84,15 +87,20 @@ struct ngx_http_spanprof_ctx_s {
 };
 
 
-/* The request headers spanprof owns, as bits of a mask. */
-#define NGX_HTTP_SPANPROF_TRACEPARENT  0x1
-#define NGX_HTTP_SPANPROF_TRACESTATE   0x2
-#define NGX_HTTP_SPANPROF_BAGGAGE      0x4
+/* The request headers spanprof reads, as bits of a mask; it owns the
+ * first three (puts its own in their place). */
+#define NGX_HTTP_SPANPROF_TRACEPARENT       0x1
+#define NGX_HTTP_SPANPROF_TRACESTATE        0x2
+#define NGX_HTTP_SPANPROF_BAGGAGE           0x4
+#define NGX_HTTP_SPANPROF_FORWARDED         0x8
+#define NGX_HTTP_SPANPROF_X_FORWARDED_HOST  0x10
 
 static ngx_str_t  ngx_http_spanprof_headers[] = {
     ngx_string("traceparent"),
     ngx_string("tracestate"),
-    ngx_string("baggage")
+    ngx_string("baggage"),
+    ngx_string("forwarded"),
+    ngx_string("x-forwarded-host")
 };
 
 /* ngx_hash_key() of each name, computed once at configuration: a pushed
@@ -106,8 +114,9 @@ static ngx_uint_t  ngx_http_spanprof_hashes[3];
  * other walk unless a header is repeated or must go.
  */
 typedef struct {
-    ngx_table_elt_t  *first[NGX_HTTP_SPANPROF_BAGGAGE + 1]; /* by bit */
-    ngx_uint_t        order[3];     /* bits, in the list's order */
+    ngx_table_elt_t  *first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST + 1];
+                                    /* by bit */
+    ngx_uint_t        order[5];     /* bits, in the list's order */
     ngx_uint_t        n;            /* of order */
     ngx_uint_t        seen;         /* bits */
     ngx_uint_t        repeated;     /* bits */
@@ -193,6 +202,8 @@ static ngx_int_t ngx_http_spanprof_rebuild(ngx_http_request_t *r,
 static ngx_int_t ngx_http_spanprof_push(ngx_http_request_t *r,
     ngx_uint_t i, ngx_str_t *value);
 static void ngx_http_spanprof_finish(void *data);
+static void ngx_http_spanprof_authority(ngx_http_request_t *r,
+    sp_entry_http *h);
 static void ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx);
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
@@ -1399,6 +1410,8 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     ctx->method = r->method_name;
     ctx->peer = r->connection->addr_text;
     ngx_str_null(&ctx->client);
+    ctx->forwarded = found.first[NGX_HTTP_SPANPROF_FORWARDED];
+    ctx->forwarded_host = found.first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST];
     ctx->uri = r->uri;
     ctx->args = r->args;
     ctx->orig = NULL;
@@ -1477,6 +1490,8 @@ ngx_http_spanprof_find(ngx_list_t *headers, ngx_http_spanprof_found_t *f)
     f->first[NGX_HTTP_SPANPROF_TRACEPARENT] = NULL;
     f->first[NGX_HTTP_SPANPROF_TRACESTATE] = NULL;
     f->first[NGX_HTTP_SPANPROF_BAGGAGE] = NULL;
+    f->first[NGX_HTTP_SPANPROF_FORWARDED] = NULL;
+    f->first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST] = NULL;
     f->n = 0;
     f->seen = 0;
     f->repeated = 0;
@@ -1597,8 +1612,7 @@ ngx_http_spanprof_join(ngx_http_request_t *r, ngx_http_spanprof_found_t *f,
 
 /*
  * 0 for a header that is not ours, else its NGX_HTTP_SPANPROF_* bit. Our
- * three names differ in length, so the length picks the one name to
- * compare, and its first letter turns most others away without a call
+ * names differ in length, so the length picks the one name to compare, and its first letter turns most others away without a call
  * (a letter and its capital differ only in 0x20; ngx_tolower() took ~14
  * instructions for each User-Agent and Connection header).
  */
@@ -1619,6 +1633,14 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 
     case sizeof("baggage") - 1:
         i = 2;
+        break;
+
+    case sizeof("forwarded") - 1:
+        i = 3;
+        break;
+
+    case sizeof("x-forwarded-host") - 1:
+        i = 4;
         break;
 
     default:
@@ -1942,6 +1964,38 @@ ngx_http_spanprof_finish(void *data)
 }
 
 
+/*
+ * The authority the client addressed the request to, as it sent it: an
+ * absolute-form request target's (nginx keeps where its host and port
+ * are), else Host, which HTTP/2's :authority also becomes. nginx's own
+ * r->headers_in.server has lost the port.
+ */
+static void
+ngx_http_spanprof_authority(ngx_http_request_t *r, sp_entry_http *h)
+{
+    u_char  *p, *last;
+
+    if (r->host_start != NULL && r->host_end != NULL) {
+        /* r->request_line is emptied once the request is freed */
+        p = r->host_end;
+        last = r->request_end;
+
+        if (p < last && *p == ':') {
+            do {
+                p++;
+            } while (p < last && *p >= '0' && *p <= '9');
+        }
+
+        h->authority = (char *) r->host_start;
+        h->authority_len = p - r->host_start;
+
+    } else if (r->headers_in.host != NULL) {
+        h->authority = (char *) r->headers_in.host->value.data;
+        h->authority_len = r->headers_in.host->value.len;
+    }
+}
+
+
 /* The span record of a request, into the worker's ring. */
 static void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
@@ -1999,13 +2053,20 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     }
 #endif
 
-    /* nginx has taken the port off already */
-    if (r->headers_in.server.len > 0) {
-        h.server_address = (char *) r->headers_in.server.data;
-        h.server_address_len = r->headers_in.server.len;
+    if (ctx->forwarded != NULL) {
+        h.forwarded = (char *) ctx->forwarded->value.data;
+        h.forwarded_len = ctx->forwarded->value.len;
     }
 
-    /* The listening socket's address has the port even when it is a
+    if (ctx->forwarded_host != NULL) {
+        h.forwarded_host = (char *) ctx->forwarded_host->value.data;
+        h.forwarded_host_len = ctx->forwarded_host->value.len;
+    }
+
+    ngx_http_spanprof_authority(r, &h);
+
+    /* Without one (HTTP/1.0 with no Host): the port the request came in
+     * on. The listening socket's address has it even when it is a
      * wildcard: no getsockname() for the local address itself. */
     if (c->local_socklen > 0) {
         h.server_port = ngx_inet_get_port(c->local_sockaddr);

@@ -84,6 +84,18 @@ typedef struct sp_entry_http {
     const char *path;       size_t path_len;
     const char *query;      size_t query_len;
     const char *scheme;     size_t scheme_len;
+    /* Where the request was addressed, in the conventions' order
+     * (sp_http_authority.h): the Forwarded and X-Forwarded-Host headers
+     * as received, then the request's own authority (HTTP/1.1's
+     * absolute-form target or Host, HTTP/2's :authority); NULL: none.
+     * The first that holds an authority gives server.address and
+     * server.port; the request's own without a port, the scheme's
+     * default port. */
+    const char *forwarded;      size_t forwarded_len;
+    const char *forwarded_host; size_t forwarded_host_len;
+    const char *authority;      size_t authority_len;
+    /* When none does: the server's own name and the port the request
+     * came in on. */
     const char *server_address; size_t server_address_len; /* host, no
                                        port; "[::1]" is written "::1" */
     int64_t     server_port;                    /* 0: left out */

@@ -3,6 +3,7 @@
  */
 #include "sp_entry.h"
 #include "sp_baggage.h"
+#include "sp_http_authority.h"
 #include "sp_record.h"
 #include "sp_span_put.h"
 
@@ -332,8 +333,9 @@ sp_entry_text_cut(const sp_entry_method *m, const sp_entry_http *h,
  */
 static size_t
 sp_entry_span_write(unsigned char *dst, const sp_entry *e,
-    const sp_entry_method *m, const sp_entry_http *h, const char *server,
-    const sp_span_record *rec, const sp_entry_text *t)
+    const sp_entry_method *m, const sp_entry_http *h,
+    const sp_authority *server, const sp_span_record *rec,
+    const sp_entry_text *t)
 {
     unsigned char *p = sp_put_span_ids(dst, rec);
 
@@ -366,12 +368,12 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
                                t->route);
     }
     if (t->server > 0) {
-        p = sp_put_attr_string(p, SP_KEY("server.address"), server,
+        p = sp_put_attr_string(p, SP_KEY("server.address"), server->host,
                                t->server);
     }
-    if (h->server_port > 0) {
+    if (server->port > 0) {
         p = sp_put_attr_number(p, SP_KEY("server.port"), SP_VALUE_INT,
-                               h->server_port);
+                               server->port);
     }
     if (t->client > 0) {
         p = sp_put_attr_string(p, SP_KEY("client.address"),
@@ -397,6 +399,62 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
     return (size_t)(p - dst);
 }
 
+/* The scheme's port, for an authority that names none. */
+static int64_t
+sp_default_port(const char *scheme, size_t len)
+{
+    if (len == 4 && memcmp(scheme, "http", 4) == 0) {
+        return 80;
+    }
+    if (len == 5 && memcmp(scheme, "https", 5) == 0) {
+        return 443;
+    }
+    return 0;
+}
+
+/* server.address and server.port, from the first of h's sources that
+ * holds an authority (sp_entry.h). */
+static void
+sp_entry_server(const sp_entry_http *h, sp_authority *a)
+{
+    const char *v;
+    size_t      len;
+
+    if (h->forwarded != NULL
+        && sp_forwarded_host(h->forwarded, h->forwarded_len, &v, &len)
+           == SP_OK
+        && sp_authority_parse(v, len, a) == SP_OK)
+    {
+        return;
+    }
+    if (h->forwarded_host != NULL) {
+        sp_list_first(h->forwarded_host, h->forwarded_host_len, &v, &len);
+        if (sp_authority_parse(v, len, a) == SP_OK) {
+            return;
+        }
+    }
+    if (h->authority != NULL
+        && sp_authority_parse(h->authority, h->authority_len, a) == SP_OK)
+    {
+        if (a->port == 0 && h->scheme != NULL) {
+            a->port = sp_default_port(h->scheme, h->scheme_len);
+        }
+        return;
+    }
+
+    /* A name of an IPv6 literal: the address without its brackets, as
+     * the conventions write addresses. */
+    a->host = h->server_address;
+    a->host_len = h->server_address_len;
+    a->port = h->server_port;
+    if (a->host != NULL && a->host_len > 2 && a->host[0] == '['
+        && a->host[a->host_len - 1] == ']')
+    {
+        a->host++;
+        a->host_len -= 2;
+    }
+}
+
 sp_status
 sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     const sp_entry_http *h, sp_ring *ring)
@@ -406,23 +464,13 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     sp_entry_text   t;
     sp_ring_token   tok;
     unsigned char  *dst;
-    const char     *server;
-    size_t          server_len;
+    sp_authority    server;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
     }
 
-    /* A Host of an IPv6 literal: the address without its brackets, as
-     * semantic conventions write addresses. */
-    server = h->server_address;
-    server_len = h->server_address_len;
-    if (server != NULL && server_len > 2 && server[0] == '['
-        && server[server_len - 1] == ']')
-    {
-        server++;
-        server_len -= 2;
-    }
+    sp_entry_server(h, &server);
 
     memcpy(rec.trace_id, e->ctx.trace_id, 16);
     memcpy(rec.span_id, e->ctx.span_id, 8);
@@ -441,12 +489,12 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     /* Written in place, into room for the worst its strings can take: the
      * ring takes back what was not used (sp_ring_commit). */
     sp_entry_method_of(p, h, &m);
-    sp_entry_text_cut(&m, h, server, server_len, &rec, &t);
+    sp_entry_text_cut(&m, h, server.host, server.host_len, &rec, &t);
     dst = sp_ring_reserve(ring, SP_RECORD_SPAN, t.max, &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
     sp_ring_commit(ring, &tok,
-                   sp_entry_span_write(dst, e, &m, h, server, &rec, &t));
+                   sp_entry_span_write(dst, e, &m, h, &server, &rec, &t));
     return SP_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * Entry spans from incoming headers, and their records.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "sp_test.h"
@@ -352,6 +353,55 @@ span_of_strings_repaired_to_their_worst_fits(void **state)
     free(mem);
 }
 
+/* The span of one request that ends as h says, under p: unpacked (free
+ * it with opentelemetry__proto__trace__v1__span__free_unpacked). */
+static Opentelemetry__Proto__Trace__V1__Span *
+finished_span(const sp_entry_policy *p, const sp_entry_http *h)
+{
+    sp_entry        e;
+    sp_record_view  v;
+    sp_span_view    sv;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+    void           *mem;
+    sp_region      *region;
+    sp_ring        *ring;
+
+    ring = one_ring(65536, &mem, &region);
+    e = begin(p, NULL, NULL, NULL);
+    assert_int_equal(sp_entry_finish(p, &e, h, ring), SP_OK);
+    assert_int_equal(sp_ring_read(ring, &v), SP_OK);
+    assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
+    m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
+                                                      sv.otlp);
+    assert_non_null(m);
+    sp_region_detach(region);
+    free(mem);
+    return m;
+}
+
+/* A string attribute's value, an int one's in decimal; "" when absent. */
+static void
+attribute(const Opentelemetry__Proto__Trace__V1__Span *m, const char *key,
+          char *out, size_t size)
+{
+    size_t i;
+
+    out[0] = '\0';
+    for (i = 0; i < m->n_attributes; i++) {
+        if (strcmp(m->attributes[i]->key, key) != 0) {
+            continue;
+        }
+        if (m->attributes[i]->value->value_case
+            == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE)
+        {
+            snprintf(out, size, "%lld",
+                     (long long)m->attributes[i]->value->int_value);
+        } else {
+            snprintf(out, size, "%s", m->attributes[i]->value->string_value);
+        }
+    }
+}
+
 /* The span of one request with method (and route "/r") under p: its
  * name, http.request.method and http.request.method_original ("" when
  * absent). */
@@ -359,44 +409,19 @@ static void
 method_span(const sp_entry_policy *p, const char *method, char *name,
             char *value, char *original)
 {
-    sp_entry        e;
     sp_entry_http   h;
-    sp_record_view  v;
-    sp_span_view    sv;
     Opentelemetry__Proto__Trace__V1__Span *m;
-    void           *mem;
-    sp_region      *region;
-    sp_ring        *ring;
-    size_t          i;
 
-    ring = one_ring(65536, &mem, &region);
-    e = begin(p, NULL, NULL, NULL);
     memset(&h, 0, sizeof(h));
     h.method = method; h.method_len = strlen(method);
     h.route = "/r"; h.route_len = 2;
     h.status = 200;
     h.pid = 1234;
-    assert_int_equal(sp_entry_finish(p, &e, &h, ring), SP_OK);
-    assert_int_equal(sp_ring_read(ring, &v), SP_OK);
-    assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
-    m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
-                                                      sv.otlp);
-    assert_non_null(m);
+    m = finished_span(p, &h);
     strcpy(name, m->name);
-    value[0] = original[0] = '\0';
-    for (i = 0; i < m->n_attributes; i++) {
-        if (strcmp(m->attributes[i]->key, "http.request.method") == 0) {
-            strcpy(value, m->attributes[i]->value->string_value);
-        }
-        if (strcmp(m->attributes[i]->key, "http.request.method_original")
-            == 0)
-        {
-            strcpy(original, m->attributes[i]->value->string_value);
-        }
-    }
+    attribute(m, "http.request.method", value, 64);
+    attribute(m, "http.request.method_original", original, 64);
     opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
-    sp_region_detach(region);
-    free(mem);
 }
 
 /*
@@ -441,6 +466,77 @@ unknown_methods_are_other_and_the_list_can_be_replaced(void **state)
     assert_string_equal(original, "POST");
 }
 
+/* "address|port" of the span of a request with these sources of its
+ * server (NULL: not received), over http. */
+static const char *
+server_of(const char *forwarded, const char *forwarded_host,
+          const char *authority, const char *server_address, int64_t port)
+{
+    static char     out[600];
+    char            address[256], number[32];
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.01);
+    sp_entry_http   h;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+
+    memset(&h, 0, sizeof(h));
+    h.method = "GET"; h.method_len = 3;
+    h.scheme = "http"; h.scheme_len = 4;
+#define SOURCE(f, v) h.f = (v); h.f##_len = (v) != NULL ? strlen(v) : 0
+    SOURCE(forwarded, forwarded);
+    SOURCE(forwarded_host, forwarded_host);
+    SOURCE(authority, authority);
+    SOURCE(server_address, server_address);
+#undef SOURCE
+    h.server_port = port;
+    h.status = 200;
+    m = finished_span(&p, &h);
+    attribute(m, "server.address", address, sizeof(address));
+    attribute(m, "server.port", number, sizeof(number));
+    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+    snprintf(out, sizeof(out), "%s|%s", address, number);
+    return out;
+}
+
+/*
+ * server.address and server.port as the HTTP conventions say: the host a
+ * proxy passed on, then the request's own authority, each with its port
+ * (the scheme's for the request's own without one); a value that is no
+ * authority is passed over; with none, the server's name and the port the
+ * request came in on.
+ */
+static void
+server_is_where_the_client_addressed_the_request(void **state)
+{
+    (void)state;
+    assert_string_equal(server_of(NULL, NULL, "example.com:8080",
+                                  "ignored", 9999), "example.com|8080");
+    assert_string_equal(server_of(NULL, NULL, "example.com", "ignored",
+                                  9999), "example.com|80");
+    assert_string_equal(server_of(NULL, NULL, "[::1]:8443", NULL, 0),
+                        "::1|8443");
+    assert_string_equal(server_of(NULL, "public.example:8443, inner:80",
+                                  "inner", NULL, 80),
+                        "public.example|8443");
+    /* a proxy's host without a port: which port the client used is not
+     * known */
+    assert_string_equal(server_of(NULL, "public.example", "inner:81", NULL,
+                                  81), "public.example|");
+    assert_string_equal(server_of("for=192.0.2.1;host=\"fwd.example:444\"",
+                                  "xfh.example", "inner", NULL, 80),
+                        "fwd.example|444");
+    /* passed over: no host in Forwarded, not an authority */
+    assert_string_equal(server_of("for=192.0.2.1", "xfh.example",
+                                  "inner", NULL, 80), "xfh.example|");
+    assert_string_equal(server_of("host=\"bad host\"", "<script>",
+                                  "inner:82", NULL, 80), "inner|82");
+    /* none: the server's own name (an IPv6 one without its brackets) */
+    assert_string_equal(server_of(NULL, NULL, NULL, "localhost", 8080),
+                        "localhost|8080");
+    assert_string_equal(server_of(NULL, NULL, "", "[::1]", 8080),
+                        "::1|8080");
+    assert_string_equal(server_of(NULL, NULL, NULL, NULL, 0), "|");
+}
+
 int
 main(void)
 {
@@ -454,6 +550,7 @@ main(void)
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
         cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
+        cmocka_unit_test(server_is_where_the_client_addressed_the_request),
         cmocka_unit_test(
             unknown_methods_are_other_and_the_list_can_be_replaced),
     };

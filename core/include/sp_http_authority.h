@@ -1,0 +1,52 @@
+/*
+ * The server a request was addressed to, for server.address and
+ * server.port. The HTTP semantic conventions take the original host a
+ * reverse proxy passed on (Forwarded's host=, X-Forwarded-Host) before
+ * the request's own authority (HTTP/1.1's absolute-form target or Host,
+ * HTTP/2's :authority), and both the host and the port from the value
+ * found. Clients write these headers as they like: a value that is not an
+ * authority is not used.
+ */
+#ifndef SP_HTTP_AUTHORITY_H
+#define SP_HTTP_AUTHORITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sp_common.h"
+
+typedef struct sp_authority {
+    const char *host;       /* into the input; an IPv6 literal without its */
+    size_t      host_len;   /* brackets, as the conventions write it */
+    int64_t     port;       /* 0: none given */
+} sp_authority;
+
+/*
+ * host [ ":" port ] of RFC 3986 section 3.2.2: a registered name or IPv4
+ * address (unreserved, sub-delims and '%' bytes), or an IP literal in
+ * brackets (hex digits, ':' and '.'); a port of at most 65535 (an empty
+ * one, "host:", counts as none). SP_ERR_INVALID otherwise; *out is
+ * written only on SP_OK.
+ */
+SP_API sp_status sp_authority_parse(const char *s, size_t len,
+                                    sp_authority *out);
+
+/*
+ * The host parameter of a Forwarded header (RFC 7239): the first one, in
+ * the element a proxy nearest the client wrote first. Its value is a
+ * token, or a quoted string without escapes (a host has no need of
+ * them); a value with a port must be quoted by the RFC, but proxies that
+ * leave it bare are read as well. SP_ERR_NOT_FOUND when no element has
+ * one, SP_ERR_INVALID when the header is malformed before it.
+ */
+SP_API sp_status sp_forwarded_host(const char *s, size_t len,
+                                   const char **value, size_t *value_len);
+
+/*
+ * The first element of a comma-separated header (X-Forwarded-Host: the
+ * host the client asked for, then each proxy's), without its OWS.
+ */
+SP_API void sp_list_first(const char *s, size_t len, const char **value,
+                          size_t *value_len);
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * Where a request was addressed (sp_http_authority.h).
+ */
+#include "sp_http_authority.h"
+#include "sp_text.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* RFC 3986: unreserved, sub-delims, and '%' of pct-encoded. */
+static bool
+sp_is_reg_name_char(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+        || (c >= '0' && c <= '9'))
+    {
+        return true;
+    }
+    return c != '\0' && strchr("-._~!$&'()*+,;=%", c) != NULL;
+}
+
+static bool
+sp_is_ip_literal_char(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
+           || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
+}
+
+sp_status
+sp_authority_parse(const char *s, size_t len, sp_authority *out)
+{
+    const char *host;
+    size_t      i, host_len;
+    int64_t     port = 0;
+
+    if (s == NULL || len == 0) {
+        return SP_ERR_INVALID;
+    }
+    if (s[0] == '[') {
+        for (i = 1; i < len && sp_is_ip_literal_char((unsigned char)s[i]);
+             i++)
+        {
+        }
+        if (i == len || s[i] != ']' || i < 3) {
+            return SP_ERR_INVALID;
+        }
+        host = s + 1;
+        host_len = i - 1;
+        i++;
+    } else {
+        for (i = 0; i < len && sp_is_reg_name_char((unsigned char)s[i]);
+             i++)
+        {
+        }
+        if (i == 0) {
+            return SP_ERR_INVALID;
+        }
+        host = s;
+        host_len = i;
+    }
+    if (i < len) {
+        if (s[i] != ':') {
+            return SP_ERR_INVALID;
+        }
+        for (i++; i < len; i++) {
+            if (s[i] < '0' || s[i] > '9') {
+                return SP_ERR_INVALID;
+            }
+            port = port * 10 + (s[i] - '0');
+            if (port > 65535) {
+                return SP_ERR_INVALID;
+            }
+        }
+    }
+    out->host = host;
+    out->host_len = host_len;
+    out->port = port;
+    return SP_OK;
+}
+
+/* A token's bytes, and an authority's that are not a token's: the RFC
+ * asks for a host with a port to be quoted, but proxies write it bare. */
+static bool
+sp_is_forwarded_bare(unsigned char c)
+{
+    return sp_is_tchar(c) || c == ':' || c == '[' || c == ']';
+}
+
+/* The end of a Forwarded value starting at s[i]: a quoted string (its
+ * bytes between the quotes in *v) or a bare run up to the next
+ * separator. len + 1 when it is malformed. */
+static size_t
+sp_forwarded_value(const char *s, size_t len, size_t i, const char **v,
+    size_t *v_len)
+{
+    size_t start;
+
+    if (i < len && s[i] == '"') {
+        start = ++i;
+        while (i < len && s[i] != '"') {
+            if (s[i] == '\\') {
+                return len + 1;
+            }
+            i++;
+        }
+        if (i == len) {
+            return len + 1;
+        }
+        *v = s + start;
+        *v_len = i - start;
+        return i + 1;
+    }
+    start = i;
+    while (i < len && sp_is_forwarded_bare((unsigned char)s[i])) {
+        i++;
+    }
+    *v = s + start;
+    *v_len = i - start;
+    return i;
+}
+
+sp_status
+sp_forwarded_host(const char *s, size_t len, const char **value,
+    size_t *value_len)
+{
+    const char *v = NULL;
+    size_t      i = 0, name, name_len, v_len = 0;
+
+    if (s == NULL) {
+        return SP_ERR_NOT_FOUND;
+    }
+    for (;;) {
+        i += sp_skip_ows(s + i, len - i);
+        if (i == len) {
+            return SP_ERR_NOT_FOUND;
+        }
+        if (s[i] == ';' || s[i] == ',') {   /* an empty pair or element */
+            i++;
+            continue;
+        }
+        name = i;
+        while (i < len && sp_is_tchar((unsigned char)s[i])) {
+            i++;
+        }
+        name_len = i - name;
+        if (name_len == 0 || i == len || s[i] != '=') {
+            return SP_ERR_INVALID;
+        }
+        i = sp_forwarded_value(s, len, i + 1, &v, &v_len);
+        if (i > len) {
+            return SP_ERR_INVALID;
+        }
+        i += sp_skip_ows(s + i, len - i);
+        if (i < len && s[i] != ';' && s[i] != ',') {
+            return SP_ERR_INVALID;
+        }
+        if (name_len == 4 && strncasecmp(s + name, "host", 4) == 0) {
+            *value = v;
+            *value_len = v_len;
+            return SP_OK;
+        }
+    }
+}
+
+void
+sp_list_first(const char *s, size_t len, const char **value,
+    size_t *value_len)
+{
+    const char *comma = s != NULL ? memchr(s, ',', len) : NULL;
+
+    *value = s;
+    *value_len = comma != NULL ? (size_t)(comma - s) : len;
+    if (s != NULL) {
+        sp_trim_ows(value, value_len);
+    }
+}

@@ -1,0 +1,165 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "sp_test.h"
+#include "sp_http_authority.h"
+
+/* "host|port" of an authority, or "invalid". */
+static const char *
+authority(const char *s)
+{
+    static char  out[300];
+    sp_authority a;
+
+    if (sp_authority_parse(s, strlen(s), &a) != SP_OK) {
+        return "invalid";
+    }
+    snprintf(out, sizeof(out), "%.*s|%lld", (int)a.host_len, a.host,
+             (long long)a.port);
+    return out;
+}
+
+/* The host= of a Forwarded header, "none" or "invalid". */
+static const char *
+forwarded(const char *s)
+{
+    static char out[300];
+    const char *v;
+    size_t      len;
+    sp_status   st = sp_forwarded_host(s, strlen(s), &v, &len);
+
+    if (st != SP_OK) {
+        return st == SP_ERR_NOT_FOUND ? "none" : "invalid";
+    }
+    snprintf(out, sizeof(out), "%.*s", (int)len, v);
+    return out;
+}
+
+static void
+authorities_give_host_and_port(void **state)
+{
+    (void)state;
+    assert_string_equal(authority("example.com"), "example.com|0");
+    assert_string_equal(authority("example.com:8080"), "example.com|8080");
+    assert_string_equal(authority("Example.COM:443"), "Example.COM|443");
+    assert_string_equal(authority("10.0.0.1:80"), "10.0.0.1|80");
+    assert_string_equal(authority("[::1]"), "::1|0");
+    assert_string_equal(authority("[2001:db8::7]:8443"), "2001:db8::7|8443");
+    assert_string_equal(authority("host:"), "host|0");
+    assert_string_equal(authority("host:65535"), "host|65535");
+    assert_string_equal(authority("host:00080"), "host|80");
+    assert_string_equal(authority("xn--bcher-kva.example"),
+                        "xn--bcher-kva.example|0");
+    assert_string_equal(authority("a%2eb"), "a%2eb|0");
+}
+
+static void
+what_is_no_authority_is_refused(void **state)
+{
+    sp_authority a = { "kept", 4, 7 };
+
+    (void)state;
+    assert_string_equal(authority(""), "invalid");
+    assert_string_equal(authority(":80"), "invalid");
+    assert_string_equal(authority("host:65536"), "invalid");
+    assert_string_equal(authority("host:99999999999999999999"), "invalid");
+    assert_string_equal(authority("host:8o"), "invalid");
+    assert_string_equal(authority("host:80:81"), "invalid");
+    assert_string_equal(authority("host name"), "invalid");
+    assert_string_equal(authority("host/path"), "invalid");
+    assert_string_equal(authority("user@host"), "invalid");
+    assert_string_equal(authority("[::1"), "invalid");
+    assert_string_equal(authority("[]"), "invalid");
+    assert_string_equal(authority("[::1]x"), "invalid");
+    assert_string_equal(authority("[::1]:x"), "invalid");
+    assert_string_equal(authority("[<script>]"), "invalid");
+    assert_string_equal(authority("caf\xc3\xa9"), "invalid");
+    assert_string_equal(authority("host\r\nX: y"), "invalid");
+    /* a NUL inside the length is a byte like any other */
+    assert_int_equal(sp_authority_parse("ho\0st", 5, &a), SP_ERR_INVALID);
+    assert_int_equal(sp_authority_parse(NULL, 0, &a), SP_ERR_INVALID);
+    /* nothing written on failure */
+    assert_string_equal(a.host, "kept");
+    assert_int_equal(a.port, 7);
+}
+
+static void
+forwarded_host_is_the_first_one(void **state)
+{
+    (void)state;
+    assert_string_equal(forwarded("host=example.com"), "example.com");
+    assert_string_equal(forwarded("for=192.0.2.60;proto=http;by=203.0.113.43"
+                                  ";host=\"example.com:8080\""),
+                        "example.com:8080");
+    assert_string_equal(forwarded("for=a;HOST=first.example, "
+                                  "for=b;host=second.example"),
+                        "first.example");
+    assert_string_equal(forwarded("for=a, for=b;host=second.example"),
+                        "second.example");
+    assert_string_equal(forwarded(" ;; host = x"), "invalid");
+    assert_string_equal(forwarded(",,;host=x ; for=y"), "x");
+    assert_string_equal(forwarded("Host=\"[::1]:8443\""), "[::1]:8443");
+    /* bare, with a port: against the RFC, but proxies write it */
+    assert_string_equal(forwarded("host=example.com:8080;proto=https"),
+                        "example.com:8080");
+    assert_string_equal(forwarded("hostname=x;host=y"), "y");
+    assert_string_equal(forwarded("for=\"_hidden\";host=y"), "y");
+    assert_string_equal(forwarded("host=\"\""), "");
+}
+
+static void
+forwarded_without_host_or_malformed(void **state)
+{
+    const char *v = "kept";
+    size_t      len = 4;
+
+    (void)state;
+    assert_string_equal(forwarded(""), "none");
+    assert_string_equal(forwarded("for=192.0.2.60;proto=https"), "none");
+    assert_string_equal(forwarded("for=a, for=b"), "none");
+    assert_string_equal(forwarded("host"), "invalid");
+    assert_string_equal(forwarded("=x;host=y"), "invalid");
+    assert_string_equal(forwarded("for=\"unterminated;host=y"), "invalid");
+    assert_string_equal(forwarded("host=\"a\\\"b\""), "invalid");
+    assert_string_equal(forwarded("for=a b;host=y"), "invalid");
+    assert_string_equal(forwarded("for=a\"b\";host=y"), "invalid");
+    assert_string_equal(forwarded("host=\\\"b\""), "invalid");
+    assert_string_equal(forwarded("host=x\"b\""), "invalid");
+    assert_string_equal(forwarded("host=x y"), "invalid");
+    /* the host comes before what is malformed after it */
+    assert_string_equal(forwarded("host=y;=="), "y");
+    assert_int_equal(sp_forwarded_host(NULL, 0, &v, &len), SP_ERR_NOT_FOUND);
+    assert_string_equal(v, "kept");
+}
+
+static void
+list_first_is_the_clients(void **state)
+{
+    const char *v;
+    size_t      len;
+
+    (void)state;
+    sp_list_first(" a.example:8080 , proxy.internal", 32, &v, &len);
+    assert_int_equal(len, 14);
+    assert_memory_equal(v, "a.example:8080", 14);
+    sp_list_first("only", 4, &v, &len);
+    assert_int_equal(len, 4);
+    sp_list_first(", b", 3, &v, &len);
+    assert_int_equal(len, 0);
+    sp_list_first("", 0, &v, &len);
+    assert_int_equal(len, 0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(authorities_give_host_and_port),
+        cmocka_unit_test(what_is_no_authority_is_refused),
+        cmocka_unit_test(forwarded_host_is_the_first_one),
+        cmocka_unit_test(forwarded_without_host_or_malformed),
+        cmocka_unit_test(list_first_is_the_clients),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

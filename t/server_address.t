@@ -1,0 +1,143 @@
+#!/usr/bin/perl
+# server.address and server.port are where the client addressed the
+# request, as the HTTP conventions say: the host a reverse proxy passed
+# on (Forwarded host=, else X-Forwarded-Host), else the request's own
+# authority (an absolute-form target, Host, HTTP/2's :authority), each
+# with its port, or the scheme's for the request's own without one. A
+# value that is no authority is passed over; a request without any has
+# no server.address and the port it came in on. Before, the port was always the listening
+# socket's. Real nginx and apache2 (HTTP/1.1 and prior-knowledge HTTP/2),
+# curl, raw sockets, the independent OTLP receiver.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Socket::INET;
+use Test::More;
+
+use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_start
+                        httpd_conf httpd_start stop);
+use Spanprof::Receiver;
+use Spanprof::Cases qw(wait_spans);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+
+my $serial = 0;
+
+sub curl_request {
+    my ($port, $trace, $h2, @headers) = @_;
+    my $h = join ' ', map { "-H '$_'" } @headers;
+    my $version = $h2 ? '--http2-prior-knowledge' : '--http1.1';
+    return `curl -s -o /dev/null -w '%{http_code}' $version $h -H 'traceparent: 00-$trace-00f067aa0ba902b7-01' http://127.0.0.1:$port/index.html`;
+}
+
+# A request line and headers as given, over a socket of its own.
+sub raw_request {
+    my ($port, $trace, $line, @headers) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+                                  Timeout => 5) or return '';
+    print $s join("\r\n", $line, @headers,
+                  "traceparent: 00-$trace-00f067aa0ba902b7-01",
+                  'Connection: close', '', '');
+    local $/;
+    my $answer = <$s> // '';
+    return $answer =~ m{^HTTP/1\.\d (\d+)} ? $1 : '';
+}
+
+# @cases: [what, h2 (1) / raw request line / undef, headers, address,
+# port] ('' for an attribute left out).
+sub check {
+    my ($server, $recv, $port, @cases) = @_;
+    for my $c (@cases) {
+        my ($what, $how, $headers, $address, $want_port) = @$c;
+        my $trace = sprintf '%032x', 0x5e7ae0 + ++$serial;
+        $what = "$server: $what";
+        my $code = defined $how && $how ne '1'
+            ? raw_request($port, $trace, $how, @$headers)
+            : curl_request($port, $trace, $how, @$headers);
+        is($code, 200, "$what: answered 200");
+        my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $trace });
+        ok($span, "$what: the span arrives") or next;
+        my $attr = sub {
+            Spanprof::Receiver::attribute($span->{attributes}, $_[0]) // '' };
+        is($attr->('server.address'), $address,
+           "$what: server.address " . ($address eq '' ? 'left out' : $address));
+        is($attr->('server.port'), $want_port, "$what: server.port $want_port");
+    }
+}
+
+# What both servers must do.
+sub cases {
+    my ($port) = @_;
+    return (
+        [ 'Host with a port', undef, [ 'Host: shop.example:8443' ],
+          'shop.example', 8443 ],
+        [ 'Host without one: http\'s', undef, [ 'Host: shop.example' ],
+          'shop.example', 80 ],
+        [ 'Host of an IPv6 literal', undef, [ 'Host: [::1]:9000' ],
+          '::1', 9000 ],
+        [ 'HTTP/2 :authority', 1, [ 'Host: h2.example:8444' ],
+          'h2.example', 8444 ],
+        [ 'X-Forwarded-Host, its first element', undef,
+          [ 'X-Forwarded-Host: public.example:9443, inner.example',
+            'Host: inner.example:81' ], 'public.example', 9443 ],
+        [ 'X-Forwarded-Host without a port: none known', undef,
+          [ 'X-Forwarded-Host: public.example', 'Host: inner.example:81' ],
+          'public.example', '' ],
+        [ 'Forwarded before X-Forwarded-Host', undef,
+          [ 'Forwarded: for=192.0.2.60;host="fwd.example:444";proto=https',
+            'X-Forwarded-Host: xfh.example', 'Host: inner.example:81' ],
+          'fwd.example', 444 ],
+        [ 'Forwarded without host: X-Forwarded-Host', undef,
+          [ 'Forwarded: for=192.0.2.60', 'X-Forwarded-Host: xfh.example:82',
+            'Host: inner.example:81' ], 'xfh.example', 82 ],
+        [ 'what is no authority is passed over', undef,
+          [ 'Forwarded: host="bad host"', 'X-Forwarded-Host: <script>',
+            'Host: inner.example:81' ], 'inner.example', 81 ],
+        [ 'absolute-form target', 'GET http://abs.example:8081/index.html '
+          . 'HTTP/1.1', [ 'Host: other.example:82' ], 'abs.example', 8081 ],
+        [ 'HTTP/1.0 without Host: the port it came in on',
+          'GET /index.html HTTP/1.0', [], '', $port ],
+    );
+}
+
+my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
+
+{
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $h2 = free_port();
+    my $port = nginx_conf($dir, server => "        listen 127.0.0.1:$h2 http2;",
+                          location => "root $dir;");
+    open my $fh, '>', "$dir/index.html" or die;
+    print $fh "hello\n";
+    close $fh;
+    my $nginx = nginx_start($dir, $port, %env,
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
+    ok($nginx, 'nginx starts') or diag(read_file("$dir/error.log"));
+    my @cases = cases($port);
+    check('nginx', $recv, $port, grep { !defined $_->[1] || $_->[1] ne '1' }
+                                      @cases);
+    check('nginx', $recv, $h2, grep { defined $_->[1] && $_->[1] eq '1' }
+                                    @cases);
+    stop($nginx);
+}
+
+{
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $port = httpd_conf($dir, modules => ['http2'],
+                          extra => "Protocols h2c http/1.1\n");
+    my $httpd = httpd_start($dir, $port, %env,
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
+    ok($httpd, 'httpd starts') or diag(read_file("$dir/error.log"));
+    check('httpd', $recv, $port, cases($port));
+    stop($httpd);
+}
+
+done_testing();
