@@ -57,8 +57,16 @@ typedef enum {
     SPANPROF_ON = 1
 } spanprof_switch;
 
+/*
+ * route: a <Location>'s (or <LocationMatch>'s) own path or regex as
+ * written, set in post_config on that section's record only; merged, the
+ * last section that sets it wins, as with httpd's own directives. NULL
+ * elsewhere (<Directory>, <Files>, <If>, a server's defaults).
+ */
 typedef struct {
     spanprof_switch  enable;
+    const char      *route;
+    apr_size_t       route_len;
 } spanprof_dir_conf;
 
 /* One request's entry span, kept with the initial request. */
@@ -142,6 +150,8 @@ spanprof_create_dir_config(apr_pool_t *p, char *dir)
     spanprof_dir_conf *conf = apr_palloc(p, sizeof(*conf));
 
     conf->enable = SPANPROF_UNSET;
+    conf->route = NULL;
+    conf->route_len = 0;
     return conf;
 }
 
@@ -153,6 +163,13 @@ spanprof_merge_dir_config(apr_pool_t *p, void *base_conf, void *add_conf)
     spanprof_dir_conf *conf = apr_palloc(p, sizeof(*conf));
 
     conf->enable = add->enable != SPANPROF_UNSET ? add->enable : base->enable;
+    if (add->route != NULL) {
+        conf->route = add->route;
+        conf->route_len = add->route_len;
+    } else {
+        conf->route = base->route;
+        conf->route_len = base->route_len;
+    }
     return conf;
 }
 
@@ -611,11 +628,12 @@ spanprof_stop_sampling(spanprof_request *sr)
 static apr_status_t
 spanprof_request_done(void *data)
 {
-    spanprof_request *sr = data;
-    request_rec      *r = sr->initial, *last = spanprof_final(r);
-    sp_entry_http     h;
-    apr_port_t        port;
-    const char       *ua;
+    spanprof_request  *sr = data;
+    request_rec       *r = sr->initial, *last = spanprof_final(r);
+    spanprof_dir_conf *d;
+    sp_entry_http      h;
+    apr_port_t         port;
+    const char        *ua;
 
     if (sr->finished) {
         return APR_SUCCESS;
@@ -631,10 +649,17 @@ spanprof_request_done(void *data)
     memset(&h, 0, sizeof(h));
     h.method = r->method;
     h.method_len = r->method ? strlen(r->method) : 0;
-    /* A content type in the handler's place ("httpd/unix-directory",
-     * "application/x-httpd-php") names a file's type, not a route. */
-    if (last->handler != NULL && strcmp(last->handler, "default-handler")
-        && strchr(last->handler, '/') == NULL)
+    /* The <Location> the final request ended in (the last httpd merged),
+     * else its handler. A content type in the handler's place
+     * ("httpd/unix-directory", "application/x-httpd-php") names a file's
+     * type, not a route. */
+    d = ap_get_module_config(last->per_dir_config, &spanprof_module);
+    if (d != NULL && d->route != NULL) {
+        h.route = d->route;
+        h.route_len = d->route_len;
+    } else if (last->handler != NULL
+               && strcmp(last->handler, "default-handler")
+               && strchr(last->handler, '/') == NULL)
     {
         h.route = last->handler;
         h.route_len = strlen(last->handler);
@@ -922,6 +947,45 @@ spanprof_log_transaction(request_rec *r)
     return DECLINED;
 }
 
+/*
+ * Each <Location> and <LocationMatch> (every server's sec_url, which for a
+ * virtual host holds the main server's too) gets its path, or its regex as
+ * written, as its route: "/" included, it is what the operator configured.
+ * A section without a Spanprof directive has no record of ours yet: it gets
+ * one, in the configuration's pool like the section itself. Requests read
+ * the merged pointer and length, nothing more.
+ */
+static void
+spanprof_note_locations(apr_pool_t *pconf, server_rec *s)
+{
+    core_server_config  *sconf;
+    core_dir_config     *core;
+    spanprof_dir_conf   *conf;
+    ap_conf_vector_t   **sec;
+    int                  i;
+
+    for (; s != NULL; s = s->next) {
+        sconf = ap_get_core_module_config(s->module_config);
+        if (sconf == NULL || sconf->sec_url == NULL) {
+            continue;
+        }
+        sec = (ap_conf_vector_t **) sconf->sec_url->elts;
+        for (i = 0; i < sconf->sec_url->nelts; i++) {
+            core = ap_get_core_module_config(sec[i]);
+            if (core == NULL || core->d == NULL) {
+                continue;
+            }
+            conf = ap_get_module_config(sec[i], &spanprof_module);
+            if (conf == NULL) {
+                conf = spanprof_create_dir_config(pconf, core->d);
+                ap_set_module_config(sec[i], &spanprof_module, conf);
+            }
+            conf->route = core->d;
+            conf->route_len = strlen(core->d);
+        }
+    }
+}
+
 static int
 spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
                      server_rec *s)
@@ -934,6 +998,7 @@ spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
         return OK;
     }
     spanprof_complete(s, 0);
+    spanprof_note_locations(pconf, s);
     len = sp_config_describe(spanprof_main_conf(s)->config, NULL, 0) + 1;
     line = apr_palloc(ptemp, len);
     sp_config_describe(spanprof_main_conf(s)->config, line, len);
