@@ -625,6 +625,31 @@ spanprof_stop_sampling(spanprof_request *sr)
     }
 }
 
+/*
+ * url.path as the client sent it: httpd decodes and normalizes
+ * r->parsed_uri.path in place. An absolute-form target's path follows its
+ * authority; the query and a fragment end it, as apr_uri_parse() says.
+ */
+static void
+spanprof_target_path(request_rec *r, sp_entry_http *h)
+{
+    const char *path = r->unparsed_uri, *scheme_end;
+
+    if (path == NULL) {
+        return;
+    }
+    if (path[0] != '/' && r->parsed_uri.hostname != NULL) {
+        scheme_end = strstr(path, "://");
+        if (scheme_end == NULL) {
+            return;
+        }
+        path = scheme_end + 3;
+        path += strcspn(path, "/?#");
+    }
+    h->path = path;
+    h->path_len = strcspn(path, "?#");
+}
+
 static apr_status_t
 spanprof_request_done(void *data)
 {
@@ -664,8 +689,7 @@ spanprof_request_done(void *data)
         h.route = last->handler;
         h.route_len = strlen(last->handler);
     }
-    h.path = r->parsed_uri.path;
-    h.path_len = h.path ? strlen(h.path) : 0;
+    spanprof_target_path(r, &h);
     h.query = r->parsed_uri.query;
     h.query_len = h.query ? strlen(h.query) : 0;
     h.scheme = ap_http_scheme(r);

@@ -63,11 +63,8 @@ struct ngx_http_spanprof_ctx_s {
     sp_entry                  entry;
     ngx_http_spanprof_ctx_t  *next;         /* in the free list */
     ngx_http_request_t       *request;      /* the main request */
-    /* As received: redirects change the URI, error_page makes the
-     * method GET. */
+    /* As received: error_page makes the method GET. */
     ngx_str_t                 method;
-    ngx_str_t                 uri;
-    ngx_str_t                 args;
     /* The connection's peer before realip, the client after it: its
      * pool cleanup puts the peer back before ours runs. */
     ngx_str_t                 peer;
@@ -1412,8 +1409,6 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     ngx_str_null(&ctx->client);
     ctx->forwarded = found.first[NGX_HTTP_SPANPROF_FORWARDED];
     ctx->forwarded_host = found.first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST];
-    ctx->uri = r->uri;
-    ctx->args = r->args;
     ctx->orig = NULL;
     ctx->injected = 0;
     ctx->off = !slcf->enable;
@@ -2000,6 +1995,7 @@ ngx_http_spanprof_authority(ngx_http_request_t *r, sp_entry_http *h)
 static void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
 {
+    u_char                        *query, *last;
     ngx_uint_t                     status;
     sp_entry_http                  h;
     ngx_connection_t              *c;
@@ -2033,10 +2029,21 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
         h.route_len = clcf->name.len;
     }
 
-    h.path = (char *) ctx->uri.data;
-    h.path_len = ctx->uri.len;
-    h.query = (char *) ctx->args.data;
-    h.query_len = ctx->args.len;
+    /*
+     * The target as the client sent it: r->uri is decoded and normalized
+     * ("%3F" is a "?" there), and rewrites and redirects change it and
+     * r->args; nothing changes r->unparsed_uri.
+     */
+    last = r->unparsed_uri.data + r->unparsed_uri.len;
+    query = ngx_strlchr(r->unparsed_uri.data, last, '?');
+
+    h.path = (char *) r->unparsed_uri.data;
+    h.path_len = (query != NULL ? query : last) - r->unparsed_uri.data;
+
+    if (query != NULL) {
+        h.query = (char *) query + 1;
+        h.query_len = last - query - 1;
+    }
 
     h.scheme = "http";
     h.scheme_len = sizeof("http") - 1;

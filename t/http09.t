@@ -12,14 +12,13 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Socket::INET;
 use Test::More;
 
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start httpd_conf
                         httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Upstream;
-use Spanprof::Cases qw(spans wait_spans);
+use Spanprof::Cases qw(spans wait_spans raw_answer);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -27,13 +26,7 @@ plan skip_all => $why if $why;
 # The raw answer to "GET $path\r\n".
 sub get09 {
     my ($port, $path) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
-                                  Timeout => 10) or return '';
-    print $s "GET $path\r\n";
-    local $/;
-    my $answer = <$s> // '';
-    close $s;
-    return $answer;
+    return raw_answer($port, "GET $path\r\n");
 }
 
 sub check_span {

@@ -15,13 +15,12 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Socket::INET;
 use Test::More;
 
 use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_start
                         httpd_conf httpd_start stop);
 use Spanprof::Receiver;
-use Spanprof::Cases qw(wait_spans);
+use Spanprof::Cases qw(wait_spans raw_answer);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -36,16 +35,12 @@ sub curl_request {
     return `curl -s -o /dev/null -w '%{http_code}' $version $h -H 'traceparent: 00-$trace-00f067aa0ba902b7-01' http://127.0.0.1:$port/index.html`;
 }
 
-# A request line and headers as given, over a socket of its own.
+# A request line and headers as given: its status.
 sub raw_request {
     my ($port, $trace, $line, @headers) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
-                                  Timeout => 5) or return '';
-    print $s join("\r\n", $line, @headers,
-                  "traceparent: 00-$trace-00f067aa0ba902b7-01",
-                  'Connection: close', '', '');
-    local $/;
-    my $answer = <$s> // '';
+    my $answer = raw_answer($port, join("\r\n", $line, @headers,
+        "traceparent: 00-$trace-00f067aa0ba902b7-01", 'Connection: close',
+        '', ''));
     return $answer =~ m{^HTTP/1\.\d (\d+)} ? $1 : '';
 }
 

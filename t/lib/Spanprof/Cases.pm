@@ -8,13 +8,14 @@ package Spanprof::Cases;
 use strict;
 use warnings;
 
+use IO::Socket::INET;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(read_file);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(curl_case log_case upstream_case spans wait_spans
-                    arrived);
+                    arrived raw_answer);
 
 my $serial = 0;
 
@@ -109,6 +110,20 @@ sub arrived {
         sleep 0.2;
     }
     return scalar keys %got;
+}
+
+# The whole answer to $bytes sent as they are (a request no client would
+# write: HTTP/0.9, an absolute-form target, a path with dot segments) over
+# a connection of their own to 127.0.0.1:$port; '' when none.
+sub raw_answer {
+    my ($port, $bytes) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+                                  Timeout => 10) or return '';
+    print $s $bytes;
+    local $/;
+    my $answer = <$s> // '';
+    close $s;
+    return $answer;
 }
 
 1;
