@@ -10,6 +10,7 @@
 #ifndef SP_HTTP_AUTHORITY_H
 #define SP_HTTP_AUTHORITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,10 @@ typedef struct sp_authority {
  */
 SP_API sp_status sp_authority_parse(const char *s, size_t len,
                                     sp_authority *out);
+
+/* Whether c may be part of a registered name (RFC 3986 section 3.2.2):
+ * unreserved, sub-delims, or the '%' of pct-encoded. */
+SP_API bool sp_is_reg_name_char(unsigned char c);
 
 /*
  * The host parameter of a Forwarded header (RFC 7239): the first one, in

@@ -7,16 +7,20 @@
 #include <string.h>
 #include <strings.h>
 
-/* RFC 3986: unreserved, sub-delims, and '%' of pct-encoded. */
-static bool
+/*
+ * RFC 3986's reg-name bytes (unreserved, sub-delims, and '%' of
+ * pct-encoded) as a bitmap of ASCII: one test a byte, where strchr() over
+ * the list cost ~20 instructions for each '.' (callgrind).
+ */
+static const uint64_t sp_reg_name_bits[2] = {
+    0x2bff7ff200000000ULL,      /* ! $ % & ' ( ) * + , - . 0-9 ; = */
+    0x47fffffe87fffffeULL       /* A-Z _ a-z ~ */
+};
+
+bool
 sp_is_reg_name_char(unsigned char c)
 {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9'))
-    {
-        return true;
-    }
-    return c != '\0' && strchr("-._~!$&'()*+,;=%", c) != NULL;
+    return c < 128 && ((sp_reg_name_bits[c >> 6] >> (c & 63)) & 1) != 0;
 }
 
 static bool

@@ -53,6 +53,21 @@ authorities_give_host_and_port(void **state)
     assert_string_equal(authority("a%2eb"), "a%2eb|0");
 }
 
+/* The bitmap against RFC 3986's lists, byte by byte. */
+static void
+reg_name_bytes_are_rfc3986s(void **state)
+{
+    const char *rfc = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789-._~!$&'()*+,;=%";
+    unsigned    c;
+
+    (void)state;
+    for (c = 0; c < 256; c++) {
+        assert_int_equal(sp_is_reg_name_char((unsigned char)c),
+                         c != 0 && strchr(rfc, (int)c) != NULL);
+    }
+}
+
 static void
 what_is_no_authority_is_refused(void **state)
 {
@@ -155,6 +170,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(authorities_give_host_and_port),
+        cmocka_unit_test(reg_name_bytes_are_rfc3986s),
         cmocka_unit_test(what_is_no_authority_is_refused),
         cmocka_unit_test(forwarded_host_is_the_first_one),
         cmocka_unit_test(forwarded_without_host_or_malformed),
