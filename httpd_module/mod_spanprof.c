@@ -812,20 +812,17 @@ spanprof_switches_protocol(request_rec *r)
     return protocol != NULL && strcmp(protocol, ap_get_protocol(c)) != 0;
 }
 
-static int
-spanprof_post_read_request(request_rec *r)
+/*
+ * The entry span of an initial request, kept in its request_config, and
+ * the pool cleanup that ends it.
+ */
+static spanprof_request *
+spanprof_begin(request_rec *r)
 {
     char              scratch[SP_ENTRY_SCRATCH_SIZE];
     sp_entry_headers  in;
     spanprof_request *sr;
 
-    /* Where a scope inside turns it on, the request begins as any; the
-     * scope it ends in decides (fixups, spanprof_request_done). */
-    if (!spanprof_active || r->main != NULL || r->prev != NULL
-        || (!spanprof_on_inside && !spanprof_enabled_here(r)))
-    {
-        return DECLINED;
-    }
     memset(&in, 0, sizeof(in));
     in.traceparent = apr_table_get(r->headers_in, "traceparent");
     in.traceparent_len = in.traceparent ? strlen(in.traceparent) : 0;
@@ -853,6 +850,22 @@ spanprof_post_read_request(request_rec *r)
     /* Here, not only in fixups: a response decided before them (a
      * rewrite to 503, a bad request) is logged with its ids too. */
     spanprof_set_env(r, sr);
+    return sr;
+}
+
+static int
+spanprof_post_read_request(request_rec *r)
+{
+    spanprof_request *sr;
+
+    /* Where a scope inside turns it on, the request begins as any; the
+     * scope it ends in decides (fixups, spanprof_request_done). */
+    if (!spanprof_active || r->main != NULL || r->prev != NULL
+        || (!spanprof_on_inside && !spanprof_enabled_here(r)))
+    {
+        return DECLINED;
+    }
+    sr = spanprof_begin(r);
 
     /* This thread may still carry a span whose request is not freed yet
      * (its last bucket waits for write completion): none of that one's. */
@@ -954,6 +967,29 @@ spanprof_poll(request_rec *r)
 }
 
 /* The response is logged: the thread's work for the request is over. */
+/*
+ * First of the log_transaction hooks, so that mod_log_config has the ids:
+ * an initial request without a span where one was due was refused while
+ * httpd read it (a malformed request line or header, a URI or headers too
+ * long), or by a module's post_read_request. A request all the same, as
+ * the access log says: its span begins when the request did, with what
+ * headers httpd had read.
+ */
+static int
+spanprof_log_refused(request_rec *r)
+{
+    spanprof_request *sr;
+
+    if (spanprof_active && r->main == NULL && r->prev == NULL
+        && spanprof_request_of(r) == NULL
+        && (spanprof_on_inside || spanprof_enabled_here(r)))
+    {
+        sr = spanprof_begin(r);
+        sr->entry.start_ns = (uint64_t) r->request_time * 1000;
+    }
+    return DECLINED;
+}
+
 static int
 spanprof_log_transaction(request_rec *r)
 {
@@ -1056,6 +1092,8 @@ spanprof_register_hooks(apr_pool_t *p)
     ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,
                               APR_HOOK_REALLY_FIRST);
     ap_hook_fixups(spanprof_fixups, NULL, NULL, APR_HOOK_REALLY_LAST);
+    ap_hook_log_transaction(spanprof_log_refused, NULL, NULL,
+                            APR_HOOK_REALLY_FIRST);
     ap_hook_log_transaction(spanprof_log_transaction, NULL, NULL,
                             APR_HOOK_REALLY_LAST);
 }

@@ -177,6 +177,9 @@ static void ngx_http_spanprof_watch(ngx_http_spanprof_ctx_t *ctx);
 static void ngx_http_spanprof_unwatch(ngx_http_spanprof_ctx_t *ctx);
 static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
+static ngx_http_spanprof_ctx_t *ngx_http_spanprof_begin(
+    ngx_http_request_t *r, ngx_http_spanprof_main_conf_t *smcf,
+    ngx_http_spanprof_loc_conf_t *slcf, ngx_http_spanprof_found_t *found);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_log(ngx_http_request_t *r);
@@ -800,6 +803,7 @@ static ngx_int_t
 ngx_http_spanprof_init(ngx_conf_t *cf)
 {
     ngx_uint_t                      i;
+    ngx_array_t                    *log;
     ngx_http_handler_pt            *h;
     ngx_http_core_main_conf_t      *cmcf;
     ngx_http_spanprof_main_conf_t  *smcf;
@@ -824,11 +828,18 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
     }
     *h = ngx_http_spanprof_post_read;
 
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    /* First of the LOG phase: a request nginx refused gets its span there,
+     * and the access log's $spanprof_* variables then have its ids. */
+    log = &cmcf->phases[NGX_HTTP_LOG_PHASE].handlers;
+
+    h = ngx_array_push(log);
     if (h == NULL) {
         return NGX_ERROR;
     }
-    *h = ngx_http_spanprof_log;
+
+    h = log->elts;
+    ngx_memmove(&h[1], &h[0], (log->nelts - 1) * sizeof(ngx_http_handler_pt));
+    h[0] = ngx_http_spanprof_log;
 
     /* Where every location is as its server, the PRECONTENT handler
      * would find nothing to change: one phase handler less a request
@@ -1322,37 +1333,24 @@ ngx_http_spanprof_checker(ngx_http_request_t *r, ngx_http_phase_handler_t *ph)
 }
 
 
-static ngx_int_t
-ngx_http_spanprof_post_read(ngx_http_request_t *r)
+/*
+ * The entry span of a request, its context and the pool cleanup that ends
+ * it; found: where the trace headers are. NULL when there is no memory.
+ */
+static ngx_http_spanprof_ctx_t *
+ngx_http_spanprof_begin(ngx_http_request_t *r,
+    ngx_http_spanprof_main_conf_t *smcf, ngx_http_spanprof_loc_conf_t *slcf,
+    ngx_http_spanprof_found_t *found)
 {
-    ngx_uint_t                      watching;
-    sp_entry_headers                in;
-    ngx_pool_cleanup_t             *cln;
-    ngx_http_spanprof_ctx_t        *ctx;
-    ngx_http_spanprof_found_t       found;
-    ngx_http_spanprof_loc_conf_t   *slcf;
-    ngx_http_spanprof_main_conf_t  *smcf;
+    sp_entry_headers          in;
+    ngx_pool_cleanup_t       *cln;
+    ngx_http_spanprof_ctx_t  *ctx;
 
-    /* No walk over the pool's cleanups for the context, as
-     * ngx_http_spanprof_get_ctx() does: only an internal redirect loses
-     * it, and a redirect never comes back to POST_READ. */
-    if (r != r->main || ngx_http_spanprof_ring == NULL
-        || ngx_http_get_module_ctx(r, ngx_http_spanprof_module) != NULL)
-    {
-        return NGX_DECLINED;
-    }
-
-    smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
-
-    /* Here the server's configuration applies; the location the request
-     * ends in may still turn it on or off. */
-    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
-
-    ngx_http_spanprof_read_headers(r, &found, &in);
+    ngx_http_spanprof_read_headers(r, found, &in);
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
-        return NGX_DECLINED;
+        return NULL;
     }
 
     /*
@@ -1369,7 +1367,7 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     } else {
         ctx = ngx_alloc(sizeof(ngx_http_spanprof_ctx_t), r->connection->log);
         if (ctx == NULL) {
-            return NGX_DECLINED;
+            return NULL;
         }
     }
 
@@ -1407,8 +1405,8 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
     ctx->method = r->method_name;
     ctx->peer = r->connection->addr_text;
     ngx_str_null(&ctx->client);
-    ctx->forwarded = found.first[NGX_HTTP_SPANPROF_FORWARDED];
-    ctx->forwarded_host = found.first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST];
+    ctx->forwarded = found->first[NGX_HTTP_SPANPROF_FORWARDED];
+    ctx->forwarded_host = found->first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST];
     ctx->orig = NULL;
     ctx->injected = 0;
     ctx->off = !slcf->enable;
@@ -1417,6 +1415,39 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
 
     cln->handler = ngx_http_spanprof_finish;
     ngx_http_set_ctx(r, ctx, ngx_http_spanprof_module);
+
+    return ctx;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_post_read(ngx_http_request_t *r)
+{
+    ngx_uint_t                      watching;
+    ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_found_t       found;
+    ngx_http_spanprof_loc_conf_t   *slcf;
+    ngx_http_spanprof_main_conf_t  *smcf;
+
+    /* No walk over the pool's cleanups for the context, as
+     * ngx_http_spanprof_get_ctx() does: only an internal redirect loses
+     * it, and a redirect never comes back to POST_READ. */
+    if (r != r->main || ngx_http_spanprof_ring == NULL
+        || ngx_http_get_module_ctx(r, ngx_http_spanprof_module) != NULL)
+    {
+        return NGX_DECLINED;
+    }
+
+    smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
+
+    /* Here the server's configuration applies; the location the request
+     * ends in may still turn it on or off. */
+    slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+
+    ctx = ngx_http_spanprof_begin(r, smcf, slcf, &found);
+    if (ctx == NULL) {
+        return NGX_DECLINED;
+    }
 
     /*
      * Before any other module's handler: subrequests made in the access
@@ -1706,13 +1737,33 @@ ngx_http_spanprof_precontent(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_spanprof_log(ngx_http_request_t *r)
 {
-    ngx_http_spanprof_ctx_t  *ctx;
+    ngx_http_spanprof_ctx_t        *ctx;
+    ngx_http_spanprof_found_t       found;
 
     if (r != r->main) {
         return NGX_OK;
     }
 
     ctx = ngx_http_spanprof_get_ctx(r);
+
+    /*
+     * None: nginx refused the request before its phases ran (a malformed
+     * request line or header, headers too large, a client too slow to send
+     * them). A request all the same, as the access log says: its span
+     * begins when the request did, with what headers nginx had read.
+     */
+    if (ctx == NULL && ngx_http_spanprof_ring != NULL) {
+        ctx = ngx_http_spanprof_begin(r,
+                  ngx_http_get_module_main_conf(r, ngx_http_spanprof_module),
+                  ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module),
+                  &found);
+
+        if (ctx != NULL) {
+            ctx->entry.start_ns = (uint64_t) r->start_sec * 1000000000
+                                  + (uint64_t) r->start_msec * 1000000;
+        }
+    }
+
     if (ctx != NULL) {
         ctx->client = r->connection->addr_text;
     }
@@ -2035,7 +2086,7 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
      * r->args; nothing changes r->unparsed_uri.
      */
     last = r->unparsed_uri.data + r->unparsed_uri.len;
-    query = ngx_strlchr(r->unparsed_uri.data, last, '?');
+    query = memchr(r->unparsed_uri.data, '?', r->unparsed_uri.len);
 
     h.path = (char *) r->unparsed_uri.data;
     h.path_len = (query != NULL ? query : last) - r->unparsed_uri.data;

@@ -206,19 +206,22 @@ sp_entry_method_of(const sp_entry_policy *p, const sp_entry_http *h,
 {
     m->original = NULL;
     m->original_len = 0;
-    if (h->method == NULL || h->method_len == 0
-        || sp_http_method_known(&p->known_methods, h->method, h->method_len))
+    if (h->method != NULL && h->method_len > 0
+        && sp_http_method_known(&p->known_methods, h->method, h->method_len))
     {
         m->value = m->name = h->method;
-        m->value_len = m->name_len = h->method != NULL ? h->method_len : 0;
+        m->value_len = m->name_len = h->method_len;
         return;
     }
     m->value = SP_HTTP_METHOD_OTHER;
     m->value_len = sizeof(SP_HTTP_METHOD_OTHER) - 1;
     m->name = SP_HTTP_METHOD_OTHER_NAME;
     m->name_len = sizeof(SP_HTTP_METHOD_OTHER_NAME) - 1;
-    m->original = h->method;
-    m->original_len = h->method_len;
+    /* none: a request refused before its method could be read */
+    if (h->method != NULL && h->method_len > 0) {
+        m->original = h->method;
+        m->original_len = h->method_len;
+    }
 }
 
 /* "{method} {route}" or "{method}", cut to what a name can hold. */

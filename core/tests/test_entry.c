@@ -445,6 +445,11 @@ unknown_methods_are_other_and_the_list_can_be_replaced(void **state)
         assert_string_equal(original, "");
         assert_memory_equal(name, standard[i], strlen(standard[i]));
     }
+    /* none read (a request refused before it): "_OTHER", no original */
+    method_span(&p, "", name, value, original);
+    assert_string_equal(name, "HTTP /r");
+    assert_string_equal(value, "_OTHER");
+    assert_string_equal(original, "");
     method_span(&p, "PROPFIND", name, value, original);
     assert_string_equal(name, "HTTP /r");
     assert_string_equal(value, "_OTHER");

@@ -1,0 +1,134 @@
+#!/usr/bin/perl
+# Requests a server refuses while it reads them (a header line without a
+# colon, headers too large, a request line too long or malformed) are
+# requests all the same: each gets its entry span, continuing the
+# traceparent when the server had read it and kept it, with the status the server
+# answered and no method where none could be read ("_OTHER", named
+# "HTTP"); the access log has its ids. Before, such requests had no span
+# and nothing in the access log's id fields. Real nginx and apache2, raw
+# requests, the independent OTLP receiver.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Time::HiRes qw(sleep);
+
+use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start httpd_conf
+                        httpd_start stop);
+use Spanprof::Receiver;
+use Spanprof::Cases qw(spans wait_spans raw_answer);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+
+my $serial = 0;
+my $big = 'x' x 20000;
+
+sub attr {
+    my ($span, $key) = @_;
+    return Spanprof::Receiver::attribute($span->{attributes}, $key) // '';
+}
+
+sub check {
+    my ($server, $dir, $recv, $port) = @_;
+
+    # The traceparent comes before what is refused: the span continues it,
+    # unless the server threw away the headers it had read (httpd does,
+    # for a field too large). The access log names the span either way.
+    for my $c ([ 'a header line without a colon', "Bad Header Line", 1 ],
+               [ 'headers too large', "X-Big: $big", $server eq 'nginx' ]) {
+        my ($what, $bad, $continued) = @$c;
+        $what = "$server: $what";
+        my $trace = sprintf '%032x', 0x4e0000 + ++$serial;
+        my $logged = () = read_file("$dir/access.log") =~ /\n/g;
+        my $answer = raw_answer($port, "GET /index.html HTTP/1.1\r\n"
+            . "Host: 127.0.0.1\r\n"
+            . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n$bad\r\n\r\n");
+        my ($code) = $answer =~ m{^HTTP/1\.\d (\d+)};
+        is($code, 400, "$what: refused with 400");
+        my @lines;
+        for (1 .. 50) {
+            @lines = split /\n/, read_file("$dir/access.log");
+            last if @lines > $logged;
+            sleep 0.1;
+        }
+        my ($id, $status) = split / /, $lines[$logged] // '';
+        is($status, 400, "$what: logged with 400");
+        like($id // '', qr/^[0-9a-f]{32}$/, "$what: the access log has ids");
+        is($id, $trace, "$what: the client's trace") if $continued;
+        my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq ($id // '') });
+        ok($span, "$what: the span the access log names arrives") or next;
+        is($span->{parentSpanId} // '', $continued ? '00f067aa0ba902b7' : '',
+           "$what: " . ($continued ? "its parent is the client's span"
+                                   : 'a root span'));
+        is(attr($span, 'http.response.status_code'), 400,
+           "$what: status code 400");
+        is($span->{name}, 'GET', "$what: named by its method");
+        is($span->{status}{code} // 0, 0, "$what: status unset (a 4xx)");
+        ok($span->{startTimeUnixNano} > 0
+           && $span->{startTimeUnixNano} <= $span->{endTimeUnixNano},
+           "$what: it starts before it ends");
+    }
+
+    # Refused before any header: a trace of its own.
+    my %before = map { $_->{spanId} => 1 } spans($recv);
+    my ($long) = raw_answer($port, "GET /$big HTTP/1.1\r\nHost: x\r\n\r\n")
+        =~ m{^HTTP/1\.\d (\d+)};
+    is($long, 414, "$server: a request line too long: refused with 414");
+    my ($bad) = raw_answer($port, "G\x01T / HTTP/1.1\r\nHost: x\r\n\r\n")
+        =~ m{^HTTP/1\.\d (\d+)};
+    is($bad, 400, "$server: a malformed request line: refused with 400");
+    my @new;
+    for (1 .. 50) {
+        @new = grep { !$before{ $_->{spanId} } } spans($recv);
+        last if @new >= 2;
+        sleep 0.1;
+    }
+    my %by_code = map { attr($_, 'http.response.status_code') => $_ } @new;
+    for my $code (414, 400) {
+        my $span = $by_code{$code};
+        ok($span, "$server: the $code has a span") or next;
+        is($span->{parentSpanId} // '', '', "$server: $code: a root span");
+        is($span->{name}, 'HTTP', "$server: $code: named HTTP");
+        is(attr($span, 'http.request.method'), '_OTHER',
+           "$server: $code: a method that could not be read: _OTHER");
+        is(attr($span, 'network.peer.address'), '127.0.0.1',
+           "$server: $code: its peer");
+    }
+}
+
+my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
+
+{
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $port = nginx_conf($dir,
+        http => "    log_format ids '\$spanprof_trace_id \$status';",
+        server => "        access_log $dir/access.log ids;",
+        location => "root $dir;");
+    my $nginx = nginx_start($dir, $port, %env,
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
+    ok($nginx, 'nginx starts') or diag(read_file("$dir/error.log"));
+    check('nginx', $dir, $recv, $port);
+    stop($nginx);
+}
+
+{
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $port = httpd_conf($dir, extra => <<"EXTRA");
+LogFormat "%{SPANPROF_TRACE_ID}e %>s" ids
+CustomLog $dir/access.log ids
+EXTRA
+    my $httpd = httpd_start($dir, $port, %env,
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
+    ok($httpd, 'httpd starts') or diag(read_file("$dir/error.log"));
+    check('httpd', $dir, $recv, $port);
+    stop($httpd);
+}
+
+done_testing();
