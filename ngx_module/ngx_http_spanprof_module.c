@@ -181,7 +181,7 @@ static ngx_http_spanprof_ctx_t *ngx_http_spanprof_begin(
     ngx_http_request_t *r, ngx_http_spanprof_main_conf_t *smcf,
     ngx_http_spanprof_loc_conf_t *slcf, ngx_http_spanprof_found_t *found);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
-static ngx_int_t ngx_http_spanprof_precontent(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_location(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_log(ngx_http_request_t *r);
 static ngx_inline ngx_table_elt_t *ngx_http_spanprof_next_header(
     ngx_list_part_t **part, ngx_uint_t *i);
@@ -841,16 +841,15 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
     ngx_memmove(&h[1], &h[0], (log->nelts - 1) * sizeof(ngx_http_handler_pt));
     h[0] = ngx_http_spanprof_log;
 
-    /* Where every location is as its server, the PRECONTENT handler
+    /* Where every location is as its server, the location's handler
      * would find nothing to change: one phase handler less a request
      * (~70 instructions, callgrind). */
     if (smcf->locations_differ) {
-        h = ngx_array_push(
-                  &cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+        h = ngx_array_push(&cmcf->phases[NGX_HTTP_REWRITE_PHASE].handlers);
         if (h == NULL) {
             return NGX_ERROR;
         }
-        *h = ngx_http_spanprof_precontent;
+        *h = ngx_http_spanprof_location;
     }
 
     /* The filters only tell the sampler whose work runs: none without
@@ -1684,10 +1683,15 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 }
 
 
-/* The final location decides: one that is off, or does not propagate,
- * gets the received headers back; one that does gets ours. */
+/*
+ * The location decides, on entering it: the REWRITE phase runs for every
+ * location a request enters (after a rewrite, an internal redirect, a
+ * named location), before the access phase, whose subrequests
+ * (auth_request) copy the headers. One that is off, or does not
+ * propagate, gets the received headers back; one that does gets ours.
+ */
 static ngx_int_t
-ngx_http_spanprof_precontent(ngx_http_request_t *r)
+ngx_http_spanprof_location(ngx_http_request_t *r)
 {
     ngx_uint_t                      propagate;
     ngx_http_spanprof_ctx_t        *ctx;

@@ -58,6 +58,11 @@ my $port = nginx_conf($dir,
         access_log $dir/sp.log sp;
         location /proxy { proxy_pass http://$at{http}; }
         location /on { spanprof on; proxy_pass http://$at{http}; }
+        location /onauth {
+            spanprof on;
+            auth_request /proxy/auth;
+            proxy_pass http://$at{http};
+        }
     }
 HTTP
     server => <<"SERVER",
@@ -94,6 +99,11 @@ HTTP
             proxy_pass http://$at{http};
         }
         location /off { spanprof off; proxy_pass http://$at{http}; }
+        location /offauth {
+            spanprof off;
+            auth_request /proxy/auth;
+            proxy_pass http://$at{http};
+        }
         location /slow { proxy_pass http://$at{http}; }
 SERVER
 );
@@ -250,6 +260,15 @@ my @off;
     is_deeply([ @$l{qw(trace_id span_id traceparent)} ], [ '-', '-', '-' ],
               'spanprof off in a location: variables empty');
     push @off, [ 'spanprof off in a location', $trace ];
+
+    # its access phase already has the headers as sent
+    ($case, $trace) = request(path => '/offauth/x');
+    my @r = received('http', $case, 2);
+    is_deeply([ map { $_->{headers}{traceparent}[0] } @r ],
+              [ ("00-$trace-$PARENT-01") x 2 ],
+              'spanprof off in a location: its auth_request subrequest '
+              . 'and the request carry the traceparent as sent');
+    push @off, [ 'spanprof off in a location with auth_request', $trace ];
 }
 {
     my ($case, $trace) = request(port => $offport, path => '/proxy/x');
@@ -265,6 +284,20 @@ my @off;
        && $l->{trace_id} eq $trace,
        'spanprof on in a location of a server that is off: propagates');
     push @tracked, [ 'spanprof on inside an off server', $trace ];
+
+    # before the access phase: the auth_request subrequest has the entry
+    # span as parent too
+    ($case, $trace) = request(port => $offport, path => '/onauth/x');
+    $l = log_line($case);
+    my @r = received('http', $case, 2);
+    is(scalar @r, 2, 'spanprof on inside an off server, auth_request: '
+                     . 'the subrequest and the request went upstream');
+    is_deeply([ map { $_->{headers}{traceparent}[0] } @r ],
+              [ ($l->{traceparent}) x 2 ],
+              'spanprof on inside an off server, auth_request: both carry '
+              . 'the entry span');
+    push @tracked, [ 'spanprof on inside an off server, auth_request',
+                     $trace ];
 }
 
 # ---- a client that goes away
