@@ -1637,8 +1637,9 @@ ngx_http_spanprof_join(ngx_http_request_t *r, ngx_http_spanprof_found_t *f,
 
 /*
  * 0 for a header that is not ours, else its NGX_HTTP_SPANPROF_* bit. Our
- * names differ in length, so the length picks the one name to compare, and its first letter turns most others away without a call
- * (a letter and its capital differ only in 0x20; ngx_tolower() took ~14
+ * names differ in length, so the length picks the one name to compare,
+ * and its first letter turns most others away without a call (a letter
+ * and its capital differ only in 0x20; ngx_tolower() took ~14
  * instructions for each User-Agent and Connection header).
  */
 static ngx_inline ngx_uint_t
