@@ -15,8 +15,8 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 
-use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_start
-                        httpd_conf httpd_start stop);
+use Spanprof::Server qw(new_dir read_file write_file free_port nginx_conf
+                        nginx_start httpd_conf httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Cases qw(wait_spans raw_answer);
 
@@ -83,9 +83,7 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
         listen 127.0.0.1:$h2 http2;
         location /old { rewrite ^ /index.html?new=1 last; }
 SERVER
-    open my $fh, '>', "$dir/index.html" or die;
-    print $fh "hello\n";
-    close $fh;
+    write_file("$dir/index.html", "hello\n");
     my $nginx = nginx_start($dir, $port, %env,
         OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
     ok($nginx, 'nginx starts') or diag(read_file("$dir/error.log"));
