@@ -4,6 +4,7 @@
 #   make test     deps, unit tests, the same under ASan+UBSan, fuzzers, prove -r t/
 #   make deps     install every Debian and npm package the build and tests need
 #   make demo     nginx -> httpd -> backend here, traffic, the profiles it took
+#   make deb      build, then Debian packages into build/deb/ (tools/mkdeb.sh)
 #
 # The paths under build/ named in README.md are a contract: tests, benchmarks
 # and users' Dockerfiles rely on them.
@@ -166,6 +167,18 @@ install: build
 	install -m 0755 $(BUILD)/spanprof-exporter $(DESTDIR)$(HTTPD_MODDIR)/
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/spanprof-dump $(DESTDIR)$(PREFIX)/bin/
+
+# --- Debian packages: make install's layout, with dpkg-deb (tools/mkdeb.sh).
+# The version is SP_VERSION, the one the exporter reports as
+# telemetry.sdk.version, plus a Debian revision.
+SP_VERSION   := $(shell sed -n 's/^\#define SP_VERSION "\(.*\)"/\1/p' core/include/sp_common.h)
+DEB_REVISION ?= 1
+DEB_VERSION  := $(SP_VERSION)-$(DEB_REVISION)
+
+.PHONY: deb
+deb: build
+	rm -rf $(BUILD)/deb
+	tools/mkdeb.sh $(BUILD) $(BUILD)/deb $(DEB_VERSION) $(NGINX_SRC)
 
 # --- tests
 
