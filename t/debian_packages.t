@@ -1,0 +1,256 @@
+#!/usr/bin/perl
+# make deb: the three Debian packages it builds into build/deb/, read back
+# with dpkg-deb (fields, Depends on the server ABI and on the shared
+# libraries, file lists, conffiles, maintainer scripts), then each server
+# package extracted (dpkg-deb -x, never installed) into a temporary root
+# and run: the real nginx loads the packaged module through the packaged
+# modules-available file, httpd the packaged mod_spanprof.so, and a
+# request's span reaches the independent OTLP receiver through the exporter
+# of the package, the one next to the module (checked by /proc/PID/exe).
+# The nginx maintainer scripts run for real against a private
+# modules-enabled directory.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(top_dir new_dir write_file read_file nginx_conf
+                        httpd_conf spawn wait_for_port http_get stop);
+use Spanprof::Receiver qw(attribute);
+
+sub run_cmd { Spanprof::Server::run_cmd(@_) }
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+plan skip_all => 'dpkg-deb is not installed'
+    if system('dpkg-deb --version >/dev/null 2>&1');
+
+my $top = top_dir();
+my $dir = new_dir();
+# The exporter must be found next to the module, not named by hand.
+delete $ENV{SPANPROF_EXPORTER_PATH};
+
+my ($rc, $out) = run_cmd({}, 'make', '-C', $top, '--no-print-directory', 'deb');
+is($rc, 0, 'make deb succeeds') or diag($out);
+
+my ($sp_version) = read_file("$top/core/include/sp_common.h")
+    =~ /^#define SP_VERSION "([^"]+)"/m;
+my $arch = `dpkg --print-architecture`;
+chomp $arch;
+my ($nginx_abi) = read_file('/usr/share/nginx/src/debian/libnginx-mod.abisubstvars')
+    =~ /^nginx:abi=(\S+)/m;
+my ($mmn) = read_file('/usr/include/apache2/ap_mmn.h')
+    =~ /^#define MODULE_MAGIC_NUMBER_MAJOR (\d+)/m;
+ok($nginx_abi && $mmn, "the ABIs built against: $nginx_abi, apache2-api-$mmn");
+my @provides = map { split /,\s*/ } map { `dpkg-query -W -f='\${Provides}' $_ 2>/dev/null` }
+    qw(nginx nginx-core apache2-bin);
+ok((grep { $_ eq $nginx_abi } @provides), "the installed nginx provides $nginx_abi");
+ok((grep { $_ eq "apache2-api-$mmn" } @provides),
+   "the installed apache2-bin provides apache2-api-$mmn");
+
+my %pkg = (
+    'libnginx-mod-http-spanprof' => {
+        abi => $nginx_abi, grpc => 1,
+        files => [qw(usr/lib/nginx/modules/ngx_http_spanprof_module.so
+                     usr/lib/nginx/modules/spanprof-exporter
+                     usr/share/nginx/modules-available/mod-http-spanprof.conf
+                     usr/share/doc/libnginx-mod-http-spanprof/copyright)],
+        scripts => [qw(postinst prerm postrm)],
+    },
+    'libapache2-mod-spanprof' => {
+        abi => "apache2-api-$mmn", grpc => 1,
+        files => [qw(usr/lib/apache2/modules/mod_spanprof.so
+                     usr/lib/apache2/modules/spanprof-exporter
+                     etc/apache2/mods-available/spanprof.load
+                     usr/share/doc/libapache2-mod-spanprof/copyright)],
+        scripts => [qw(postinst prerm postrm)],
+        conffiles => "/etc/apache2/mods-available/spanprof.load\n",
+    },
+    'spanprof-tools' => {
+        files => [qw(usr/bin/spanprof-dump
+                     usr/share/doc/spanprof-tools/copyright)],
+        scripts => [],
+    },
+);
+
+my %deb;
+for my $name (sort keys %pkg) {
+    my $p = $pkg{$name};
+    my $deb = "$top/build/deb/${name}_$sp_version-1_$arch.deb";
+    $deb{$name} = $deb;
+    ok(-f $deb, "$name: build/deb/" . (split m{/}, $deb)[-1]) or next;
+    my %f = map { /^(\S+): (.*)$/ ? ($1 => $2) : () }
+        split /\n/, `dpkg-deb -f $deb`;
+    is($f{Package}, $name, "$name: Package");
+    is($f{Version}, "$sp_version-1", "$name: Version is SP_VERSION-1");
+    is($f{Architecture}, $arch, "$name: Architecture $arch");
+    is($f{Maintainer}, 'spanprof maintainers', "$name: Maintainer");
+    my @dep = map { (split ' ', $_)[0] } split /,\s*/, $f{Depends} // '';
+    note("$name Depends: " . ($f{Depends} // ''));
+    ok((grep { $_ eq 'libc6' } @dep), "$name: Depends libc6 (dpkg-shlibdeps)");
+    if ($p->{abi}) {
+        ok((grep { $_ eq $p->{abi} } @dep), "$name: Depends $p->{abi}");
+    } else {
+        ok(!(grep { /^(nginx-abi|apache2-api)-/ } @dep), "$name: no server ABI");
+    }
+    if ($p->{grpc}) {
+        ok((grep { /^libgrpc\d+$/ } @dep), "$name: Depends libgrpc* (the exporter)");
+        ok((grep { /^libunwind\d+$/ } @dep), "$name: Depends libunwind* (the module)");
+    }
+    like(`dpkg-deb -f $deb Description`, qr/^\S.{10,79}\n(?: \S.*\n)+$/,
+         "$name: a short and a long description");
+
+    # The file list: exactly these files, owned by root, nothing under build/.
+    my @list = split /\n/, `dpkg-deb -c $deb`;
+    my @files = sort map { m{ \./(\S+)$} ? $1 : () } grep { /^-/ } @list;
+    is_deeply(\@files, [sort @{ $p->{files} }], "$name: dpkg-deb -c file list");
+    is(scalar(grep { !m{^\S+ root/root } } @list), 0, "$name: all root:root");
+    for my $l (grep { m{ \./usr/(?:bin|lib/\S+/modules)/\S*spanprof-(?:exporter|dump)$} } @list) {
+        like($l, qr/^-rwxr-xr-x /, "$name: executable " . (split ' ', $l)[-1]);
+    }
+
+    my $ctl = "$dir/$name.ctl";
+    system('dpkg-deb', '-e', $deb, $ctl) == 0 or BAIL_OUT("dpkg-deb -e $deb");
+    for my $s (@{ $p->{scripts} }) {
+        ok(-x "$ctl/$s", "$name: $s executable");
+        is(system('sh', '-n', "$ctl/$s"), 0, "$name: $s passes sh -n");
+    }
+    is(read_file("$ctl/conffiles"), $p->{conffiles} // '', "$name: conffiles");
+    system('dpkg-deb', '-x', $deb, "$dir/root") == 0 or BAIL_OUT("dpkg-deb -x $deb");
+}
+my $root = "$dir/root";
+is(read_file("$root/usr/share/nginx/modules-available/mod-http-spanprof.conf"),
+   "load_module modules/ngx_http_spanprof_module.so;\n",
+   'nginx: modules-available loads the module by Debian\'s relative path');
+is(read_file("$root/etc/apache2/mods-available/spanprof.load"),
+   "LoadModule spanprof_module /usr/lib/apache2/modules/mod_spanprof.so\n",
+   'httpd: spanprof.load');
+
+# --- the nginx maintainer scripts, against a private modules-enabled, with
+# a dpkg-trigger that records its call instead of talking to dpkg.
+{
+    my $en = "$dir/modules-enabled";
+    my $bin = "$dir/fakebin";
+    mkdir $en;
+    mkdir $bin;
+    write_file("$bin/dpkg-trigger", "#!/bin/sh\necho \"\$*\" >>$dir/triggers\n");
+    chmod 0755, "$bin/dpkg-trigger";
+    my $link = "$en/50-mod-http-spanprof.conf";
+    my $run = sub {
+        my ($s, @args) = @_;
+        my $text = read_file("$dir/libnginx-mod-http-spanprof.ctl/$s");
+        $text =~ s{/etc/nginx/modules-enabled}{$en}g;
+        write_file("$dir/$s.sh", $text);
+        my ($rc, $out) = run_cmd({ PATH => "$bin:$ENV{PATH}" }, 'sh', "$dir/$s.sh", @args);
+        is($rc, 0, "nginx $s @args: exit 0") or diag($out);
+    };
+    $run->('postinst', 'configure', '');
+    is(readlink($link), '/usr/share/nginx/modules-available/mod-http-spanprof.conf',
+       'fresh install: 50-mod-http-spanprof.conf enabled');
+    like(read_file("$dir/triggers"), qr/^--no-await nginx-reload$/m,
+         'fresh install: nginx-reload triggered');
+    $run->('prerm', 'remove');
+    $run->('postrm', 'remove');
+    ok(!-l $link && -l "$link.removed", 'remove: the link set aside');
+    $run->('postinst', 'configure', "$sp_version-1");
+    ok(-l $link && !-l "$link.removed", 'reinstall after remove: enabled again');
+    unlink $link;
+    $run->('postinst', 'configure', "$sp_version-1");
+    ok(!-l $link, 'upgrade: an administrator\'s removal is kept');
+    $run->('postinst', 'configure', '');
+    $run->('postrm', 'purge');
+    ok(!-l $link && !-l "$link.removed", 'purge: no link left');
+}
+
+# The exporter processes under $top (nginx starts it from a worker, a
+# grandchild of the master; httpd from its parent), with their executables.
+sub exporters {
+    my ($top) = @_;
+    my (%children, %args);
+    for (split /\n/, `ps -eo pid=,ppid=,args=`) {
+        my ($pid, $ppid, $args) = /^\s*(\d+)\s+(\d+)\s+(.*)$/ or next;
+        push @{ $children{$ppid} }, $pid;
+        $args{$pid} = $args;
+    }
+    my (@found, @todo);
+    @todo = ($top);
+    while (defined(my $p = shift @todo)) {
+        for my $c (@{ $children{$p} // [] }) {
+            push @todo, $c;
+            push @found, [$c, readlink("/proc/$c/exe") // '']
+                if $args{$c} =~ /^spanprof-exporter/;
+        }
+    }
+    return @found;
+}
+
+# Runs a server, requests $path, checks the span and the exporter.
+sub check_server {
+    my (%a) = @_;
+    my $recv = Spanprof::Receiver->start(dir => $a{dir});
+    my %env = (OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
+               OTEL_BSP_SCHEDULE_DELAY => '200',
+               OTEL_SERVICE_NAME => "deb-$a{name}");
+    my $pid = spawn(\%env, "$a{dir}/stderr.log", @{ $a{cmd} });
+    ok(wait_for_port($a{port}), "$a{name}: starts with the packaged module")
+        or return diag(read_file("$a{dir}/error.log") . read_file("$a{dir}/stderr.log"));
+    my ($status) = http_get($a{port}, '/deb-check');
+    ok($status == 200 || $status == 404, "$a{name}: answers ($status)");
+
+    my ($spans, $end) = ([], time + 15);
+    while (time < $end) {
+        ($spans) = $recv->collect;
+        last if grep { (attribute($_->{attributes}, 'url.path') // '') eq '/deb-check' }
+            @$spans;
+        sleep 0.2;
+    }
+    my ($span) = grep { (attribute($_->{attributes}, 'url.path') // '') eq '/deb-check' }
+        @$spans;
+    ok($span, "$a{name}: the request's span reaches the receiver")
+        or diag(read_file("$a{dir}/error.log"));
+    if ($span) {
+        is(attribute($span->{resource}{attributes}, 'service.name'), "deb-$a{name}",
+           "$a{name}: from this server");
+        is(attribute($span->{resource}{attributes}, 'telemetry.sdk.version'),
+           $sp_version, "$a{name}: telemetry.sdk.version is the package's");
+    }
+    my @ex = exporters($pid);
+    is(scalar(@ex), 1, "$a{name}: one exporter");
+    is($ex[0][1], $a{exporter}, "$a{name}: it is the packaged one next to the module")
+        if @ex;
+    stop($pid);
+    $recv->stop;
+}
+
+# --- nginx: the packaged modules-available file, included as is; its
+# relative path resolves against the prefix, whose modules/ is (as in
+# Debian's /usr/share/nginx) a link to the modules directory.
+{
+    my $d = new_dir();
+    symlink("$root/usr/lib/nginx/modules", "$d/modules") or die "symlink: $!";
+    my $port = nginx_conf($d, module => 0, location => 'return 200 "ok\n";');
+    write_file("$d/nginx.conf",
+               "include $root/usr/share/nginx/modules-available/mod-http-spanprof.conf;\n"
+               . read_file("$d/nginx.conf"));
+    check_server(name => 'nginx', dir => $d, port => $port,
+                 cmd => ['/usr/sbin/nginx', '-p', $d, '-c', "$d/nginx.conf",
+                         '-e', "$d/error.log"],
+                 exporter => "$root/usr/lib/nginx/modules/spanprof-exporter");
+}
+
+# --- httpd: the packaged mod_spanprof.so
+{
+    my $d = new_dir();
+    my $port = httpd_conf($d, module => 0, extra =>
+        "LoadModule spanprof_module $root/usr/lib/apache2/modules/mod_spanprof.so\n");
+    check_server(name => 'httpd', dir => $d, port => $port,
+                 cmd => ['/usr/sbin/apache2', '-f', "$d/httpd.conf", '-DFOREGROUND'],
+                 exporter => "$root/usr/lib/apache2/modules/spanprof-exporter");
+}
+
+done_testing();
