@@ -8,7 +8,8 @@
 # request's span reaches the independent OTLP receiver through the exporter
 # of the package, the one next to the module (checked by /proc/PID/exe).
 # The nginx maintainer scripts run for real against a private
-# modules-enabled directory.
+# modules-enabled directory; the apache2 ones against a recording
+# apache2-maintscript-helper. Nothing is installed into the system.
 
 use strict;
 use warnings;
@@ -165,6 +166,30 @@ is(read_file("$root/etc/apache2/mods-available/spanprof.load"),
     $run->('postinst', 'configure', '');
     $run->('postrm', 'purge');
     ok(!-l $link && !-l "$link.removed", 'purge: no link left');
+}
+
+# --- the apache2 maintainer scripts, with an apache2-maintscript-helper
+# whose apache2_invoke records its arguments (the real one runs a2enmod
+# on this machine's /etc/apache2).
+{
+    my $helper = "$dir/apache2-maintscript-helper";
+    write_file($helper, "apache2_invoke() { echo \"\$*\" >>$dir/invoked; }\n");
+    my $run = sub {
+        my ($s, @args) = @_;
+        my $text = read_file("$dir/libapache2-mod-spanprof.ctl/$s");
+        $text =~ s{/usr/share/apache2/apache2-maintscript-helper}{$helper}g;
+        write_file("$dir/a-$s.sh", $text);
+        unlink "$dir/invoked";
+        my ($rc, $out) = run_cmd({}, 'sh', "$dir/a-$s.sh", @args);
+        is($rc, 0, "apache2 $s @args: exit 0") or diag($out);
+        return read_file("$dir/invoked");
+    };
+    is($run->('postinst', 'configure', ''), "enmod spanprof\n",
+       'httpd postinst configure: enmod through the helper');
+    is($run->('prerm', 'remove'), "dismod spanprof\n", 'httpd prerm remove: dismod');
+    is($run->('prerm', 'upgrade', "$sp_version-1"), '', 'httpd prerm upgrade: nothing');
+    is($run->('postrm', 'remove'), '', 'httpd postrm remove: nothing more');
+    is($run->('postrm', 'purge'), "dismod spanprof\n", 'httpd postrm purge: dismod');
 }
 
 # The exporter processes under $top (nginx starts it from a worker, a
