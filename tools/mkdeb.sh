@@ -54,9 +54,9 @@ shlibdeps() {
     rm -rf "$s" && mkdir -p "$s/debian"
     printf 'Source: spanprof\n\nPackage: spanprof\nArchitecture: any\n' \
         >"$s/debian/control"
-    (cd "$s" && dpkg-shlibdeps -O "$@" 2>"$s/err") \
-        | sed -n 's/^shlibs:Depends=//p' \
+    (cd "$s" && dpkg-shlibdeps -O "$@" >"$s/out" 2>"$s/err") \
         || { cat "$s/err" >&2; return 1; }
+    sed -n 's/^shlibs:Depends=//p' "$s/out"
 }
 
 # pkg NAME DEPENDS SHORT LONG: writes DEBIAN/control of $work/NAME and
