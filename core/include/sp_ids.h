@@ -47,4 +47,9 @@ SP_API sp_status sp_idgen_reseed(sp_idgen *gen);
 SP_API void sp_idgen_trace_id(sp_idgen *gen, uint8_t out[SP_TRACE_ID_SIZE]);
 SP_API void sp_idgen_span_id(sp_idgen *gen, uint8_t out[SP_SPAN_ID_SIZE]);
 
+/* A trace id and then a span id, as the two calls above draw them: a new
+ * trace's entry span takes both for every request. */
+SP_API void sp_idgen_ids(sp_idgen *gen, uint8_t trace_id[SP_TRACE_ID_SIZE],
+    uint8_t span_id[SP_SPAN_ID_SIZE]);
+
 #endif

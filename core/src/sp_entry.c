@@ -105,7 +105,17 @@ sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
     size_t            used = 0, n;
     bool              tracecontext, baggage_on;
 
-    memset(out, 0, sizeof(*out));
+    /*
+     * Each field is set below, or here where only some requests set it:
+     * a memset of the whole entry (its traceparent text included) cost
+     * ~25 instructions a request (callgrind).
+     */
+    memset(out->parent_span_id, 0, SP_SPAN_ID_SIZE);
+    memset(&out->selection, 0, sizeof(out->selection));
+    out->tracestate = NULL;
+    out->tracestate_len = 0;
+    out->baggage = NULL;
+    out->baggage_len = 0;
     out->start_ns = sp_realtime_ns();
     tracecontext = (p->propagators & SP_PROPAGATOR_TRACECONTEXT) != 0;
     baggage_on = (p->propagators & SP_PROPAGATOR_BAGGAGE) != 0;
@@ -118,10 +128,12 @@ sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
         memcpy(out->ctx.trace_id, parent.trace_id, SP_TRACE_ID_SIZE);
         memcpy(out->parent_span_id, parent.span_id, SP_SPAN_ID_SIZE);
         out->ctx.trace_flags = parent.trace_flags;
+        sp_idgen_span_id(ids, out->ctx.span_id);
     } else {
-        sp_idgen_trace_id(ids, out->ctx.trace_id);
+        out->remote_parent = false;
+        out->ctx.trace_flags = 0;
+        sp_idgen_ids(ids, out->ctx.trace_id, out->ctx.span_id);
     }
-    sp_idgen_span_id(ids, out->ctx.span_id);
     out->recorded = sp_recorded(p, out);
     out->ctx.trace_flags = out->recorded ? SP_TRACE_FLAG_SAMPLED : 0;
     sp_traceparent_format(&out->ctx, out->traceparent);

@@ -220,6 +220,58 @@ reseeding_after_fork_stops_repeats(void **state)
     sp_idgen_destroy(gen);
 }
 
+/* sp_idgen_ids draws what sp_idgen_trace_id then sp_idgen_span_id draw:
+ * a forked child (same state) draws with it, the parent with the two. */
+static void
+ids_draws_as_trace_id_then_span_id(void **state)
+{
+    const uint64_t words[] = {0, 0, 7, 0, 9};
+    const uint8_t want_t[16] = {0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t want_s[8] = {0, 0, 0, 0, 0, 0, 0, 9};
+    script sc = {words, 5, 0};
+    sp_idgen *gen = sp_idgen_create_from(next_word, &sc);
+    uint8_t t[16], s[8], child[24], parent[24];
+    int fds[2], status;
+    pid_t pid;
+
+    (void)state;
+    assert_non_null(gen);
+    sp_idgen_ids(gen, t, s);
+    assert_int_equal(sc.used, 5);
+    assert_memory_equal(t, want_t, 16);
+    assert_memory_equal(s, want_s, 8);
+    sp_idgen_destroy(gen);
+
+    gen = sp_idgen_create();
+    assert_non_null(gen);
+    for (int round = 0; round < 64; round++) {
+        assert_int_equal(pipe(fds), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            sp_idgen_ids(gen, child, child + 16);
+            /* and the state it left is the one the two calls leave */
+            sp_idgen_span_id(gen, s);
+            _exit(write(fds[1], child, 24) == 24
+                  && write(fds[1], s, 8) == 8 ? 0 : 1);
+        }
+        close(fds[1]);
+        assert_int_equal(read(fds[0], child, 24), 24);
+        assert_int_equal(read(fds[0], t, 8), 8);
+        close(fds[0]);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        sp_idgen_trace_id(gen, parent);
+        sp_idgen_span_id(gen, parent + 16);
+        sp_idgen_span_id(gen, s);
+        assert_memory_equal(child, parent, 24);
+        assert_memory_equal(t, s, 8);
+    }
+    sp_idgen_destroy(gen);
+}
+
 int
 main(void)
 {
@@ -231,6 +283,7 @@ main(void)
         cmocka_unit_test(kernel_seeded_generators_differ),
         cmocka_unit_test(kernel_seeded_ids_look_random),
         cmocka_unit_test(reseeding_after_fork_stops_repeats),
+        cmocka_unit_test(ids_draws_as_trace_id_then_span_id),
     };
 
     return cmocka_run_group_tests_name("ids", tests, NULL, NULL);
