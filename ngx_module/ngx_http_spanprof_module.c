@@ -1805,6 +1805,41 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
     value[NGX_HTTP_SPANPROF_TRACEPARENT].data =
         (u_char *) ctx->entry.traceparent;
     value[NGX_HTTP_SPANPROF_TRACEPARENT].len = SP_TRACEPARENT_LEN;
+
+    ctx->injected = 1;
+
+    /* The received headers ours replace. */
+    ours = f->seen & mask;
+
+    /*
+     * Most requests have none: ours are then only added, in the order
+     * below, without the bookkeeping of what to keep and put back (~60
+     * instructions a request, callgrind).
+     */
+    if (ours == 0) {
+        if ((mask & NGX_HTTP_SPANPROF_TRACEPARENT)
+            && ngx_http_spanprof_push(r, 0,
+                                   &value[NGX_HTTP_SPANPROF_TRACEPARENT])
+               != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        if ((mask & NGX_HTTP_SPANPROF_TRACESTATE) && ctx->tracestate.len
+            && ngx_http_spanprof_push(r, 1, &ctx->tracestate) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        if ((mask & NGX_HTTP_SPANPROF_BAGGAGE) && ctx->baggage.len
+            && ngx_http_spanprof_push(r, 2, &ctx->baggage) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
     value[NGX_HTTP_SPANPROF_TRACESTATE] = ctx->tracestate;
     value[NGX_HTTP_SPANPROF_BAGGAGE] = ctx->baggage;
 
@@ -1816,12 +1851,7 @@ ngx_http_spanprof_inject(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx,
         }
     }
 
-    ctx->injected = 1;
-
-    /* The received headers ours replace; most requests have none. */
-    ours = f->seen & mask;
-
-    if (ours && ctx->orig == NULL) {
+    if (ctx->orig == NULL) {
         ctx->orig = ngx_array_create(r->pool, 2, sizeof(ngx_table_elt_t));
         if (ctx->orig == NULL) {
             return NGX_ERROR;
