@@ -299,113 +299,89 @@ sp_put_name(unsigned char *p, const sp_entry_method *m,
 #define SP_ENTRY_KEY_MAX    32
 #define SP_ENTRY_ATTRS      14
 
-static size_t
-sp_value_len(const char *v, size_t len)
+/*
+ * The most a value of len bytes takes once cut, for the reservation: a
+ * bound, not the cut itself (the cut can end a few bytes earlier, at a
+ * UTF-8 boundary), so the values are cut once, as they are written.
+ */
+static inline size_t
+sp_value_max(size_t len)
 {
-    return v != NULL ? sp_cut(v, len, SP_SPAN_STRING_MAX) : 0;
+    return len < SP_SPAN_STRING_MAX ? len : SP_SPAN_STRING_MAX;
 }
 
-/* An entry's values once cut, and the most their span can take. */
-typedef struct sp_entry_text {
-    size_t name, method, original, path, query, scheme, route, server,
-           client, peer, protocol, user_agent;
-    size_t max;
-} sp_entry_text;
-
-static void
-sp_entry_text_cut(const sp_entry_method *m, const sp_entry_http *h,
-    const char *server, size_t server_len, const sp_span_record *rec,
-    sp_entry_text *t)
+/* The most an entry's span can take, its name of name_len bytes. */
+static size_t
+sp_entry_max(const sp_entry_method *m, const sp_entry_http *h,
+    size_t server_len, size_t name_len, const sp_span_record *rec)
 {
-    t->name = sp_name_len(m, h);
-    t->method = sp_value_len(m->value, m->value_len);
-    t->original = sp_value_len(m->original, m->original_len);
-    t->path = sp_value_len(h->path, h->path_len);
-    t->query = sp_value_len(h->query, h->query_len);
-    t->scheme = sp_value_len(h->scheme, h->scheme_len);
-    t->route = sp_value_len(h->route, h->route_len);
-    t->server = sp_value_len(server, server_len);
-    t->client = sp_value_len(h->client_address, h->client_address_len);
-    t->peer = sp_value_len(h->peer_address, h->peer_address_len);
-    t->protocol = sp_value_len(h->protocol_version,
-                               h->protocol_version_len);
-    t->user_agent = sp_value_len(h->user_agent, h->user_agent_len);
-    t->max = SP_SPAN_FIXED_MAX
-             + SP_SPAN_TEXT_MAX(t->name)
-             + SP_SPAN_TEXT_MAX(sp_tracestate_len(rec))
-             + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA + 2 + SP_ENTRY_KEY_MAX
-                                 + SP_SPAN_TEXT_MAX(0))
-             + 3 * (t->method + t->original + t->path + t->query + t->scheme
-                    + t->route
-                    + t->server + t->client + t->peer + t->protocol
-                    + t->user_agent);
+    return SP_SPAN_FIXED_MAX
+           + SP_SPAN_TEXT_MAX(name_len)
+           + SP_SPAN_TEXT_MAX(sp_tracestate_len(rec))
+           + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA + 2 + SP_ENTRY_KEY_MAX
+                               + SP_SPAN_TEXT_MAX(0))
+           + 3 * (sp_value_max(m->value_len) + sp_value_max(m->original_len)
+                  + sp_value_max(h->path_len) + sp_value_max(h->query_len)
+                  + sp_value_max(h->scheme_len) + sp_value_max(h->route_len)
+                  + sp_value_max(server_len)
+                  + sp_value_max(h->client_address_len)
+                  + sp_value_max(h->peer_address_len)
+                  + sp_value_max(h->protocol_version_len)
+                  + sp_value_max(h->user_agent_len));
+}
+
+/* A string attribute, when the entry has a value for it, cut. */
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_value(unsigned char *p, const char *key, size_t key_len,
+    const char *v, size_t len)
+{
+    if (v == NULL || len == 0) {
+        return p;
+    }
+    return sp_put_attr_string(p, key, key_len, v,
+                              sp_cut(v, len, SP_SPAN_STRING_MAX));
 }
 
 /*
- * The span record, into dst of t->max bytes; its length. The attributes
- * are written here with their keys as constants, in the order of SPEC 2
- * (sp_span_put.h says why).
+ * The span record, into dst of sp_entry_max() bytes; its length. The
+ * attributes are written here with their keys as constants, in the order
+ * of SPEC 2 (sp_span_put.h says why).
  */
 static size_t
 sp_entry_span_write(unsigned char *dst, const sp_entry *e,
     const sp_entry_method *m, const sp_entry_http *h,
-    const sp_authority *server, const sp_span_record *rec,
-    const sp_entry_text *t)
+    const sp_authority *server, size_t name_len, const sp_span_record *rec)
 {
     unsigned char *p = sp_put_span_ids(dst, rec);
 
-    p = sp_put_name(p, m, h, t->name);
+    p = sp_put_name(p, m, h, name_len);
     p = sp_put_span_times(p, rec);
-    if (t->method > 0) {
-        p = sp_put_attr_string(p, SP_KEY("http.request.method"), m->value,
-                               t->method);
-    }
-    if (t->original > 0) {
-        p = sp_put_attr_string(p, SP_KEY("http.request.method_original"),
-                               m->original, t->original);
-    }
-    if (t->path > 0) {
-        p = sp_put_attr_string(p, SP_KEY("url.path"), h->path, t->path);
-    }
-    if (t->query > 0) {
-        p = sp_put_attr_string(p, SP_KEY("url.query"), h->query, t->query);
-    }
-    if (t->scheme > 0) {
-        p = sp_put_attr_string(p, SP_KEY("url.scheme"), h->scheme,
-                               t->scheme);
-    }
+    p = sp_put_value(p, SP_KEY("http.request.method"), m->value,
+                     m->value_len);
+    p = sp_put_value(p, SP_KEY("http.request.method_original"), m->original,
+                     m->original_len);
+    p = sp_put_value(p, SP_KEY("url.path"), h->path, h->path_len);
+    p = sp_put_value(p, SP_KEY("url.query"), h->query, h->query_len);
+    p = sp_put_value(p, SP_KEY("url.scheme"), h->scheme, h->scheme_len);
     if (h->status > 0) {
         p = sp_put_attr_number(p, SP_KEY("http.response.status_code"),
                                SP_VALUE_INT, h->status);
     }
-    if (t->route > 0) {
-        p = sp_put_attr_string(p, SP_KEY("http.route"), h->route,
-                               t->route);
-    }
-    if (t->server > 0) {
-        p = sp_put_attr_string(p, SP_KEY("server.address"), server->host,
-                               t->server);
-    }
+    p = sp_put_value(p, SP_KEY("http.route"), h->route, h->route_len);
+    p = sp_put_value(p, SP_KEY("server.address"), server->host,
+                     server->host_len);
     if (server->port > 0) {
         p = sp_put_attr_number(p, SP_KEY("server.port"), SP_VALUE_INT,
                                server->port);
     }
-    if (t->client > 0) {
-        p = sp_put_attr_string(p, SP_KEY("client.address"),
-                               h->client_address, t->client);
-    }
-    if (t->peer > 0) {
-        p = sp_put_attr_string(p, SP_KEY("network.peer.address"),
-                               h->peer_address, t->peer);
-    }
-    if (t->protocol > 0) {
-        p = sp_put_attr_string(p, SP_KEY("network.protocol.version"),
-                               h->protocol_version, t->protocol);
-    }
-    if (t->user_agent > 0) {
-        p = sp_put_attr_string(p, SP_KEY("user_agent.original"),
-                               h->user_agent, t->user_agent);
-    }
+    p = sp_put_value(p, SP_KEY("client.address"), h->client_address,
+                     h->client_address_len);
+    p = sp_put_value(p, SP_KEY("network.peer.address"), h->peer_address,
+                     h->peer_address_len);
+    p = sp_put_value(p, SP_KEY("network.protocol.version"),
+                     h->protocol_version, h->protocol_version_len);
+    p = sp_put_value(p, SP_KEY("user_agent.original"), h->user_agent,
+                     h->user_agent_len);
     if (e->selection.profiled) {
         p = sp_put_attr_number(p, SP_KEY("splunk.snapshot.profiling"),
                                SP_VALUE_BOOL, 1);
@@ -476,10 +452,10 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
 {
     sp_span_record  rec;
     sp_entry_method m;
-    sp_entry_text   t;
     sp_ring_token   tok;
     unsigned char  *dst;
     sp_authority    server;
+    size_t          name_len;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
@@ -504,12 +480,16 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     /* Written in place, into room for the worst its strings can take: the
      * ring takes back what was not used (sp_ring_commit). */
     sp_entry_method_of(p, h, &m);
-    sp_entry_text_cut(&m, h, server.host, server.host_len, &rec, &t);
-    dst = sp_ring_reserve(ring, SP_RECORD_SPAN, t.max, &tok);
+    name_len = sp_name_len(&m, h);
+    dst = sp_ring_reserve(ring, SP_RECORD_SPAN,
+                          sp_entry_max(&m, h, server.host_len, name_len,
+                                       &rec),
+                          &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
     sp_ring_commit(ring, &tok,
-                   sp_entry_span_write(dst, e, &m, h, &server, &rec, &t));
+                   sp_entry_span_write(dst, e, &m, h, &server, name_len,
+                                       &rec));
     return SP_OK;
 }
