@@ -696,6 +696,9 @@ spanprof_request_done(void *data)
     h.scheme_len = h.scheme ? strlen(h.scheme) : 0;
     h.forwarded = apr_table_get(r->headers_in, "Forwarded");
     h.forwarded_len = h.forwarded ? strlen(h.forwarded) : 0;
+    h.forwarded_proto = apr_table_get(r->headers_in, "X-Forwarded-Proto");
+    h.forwarded_proto_len = h.forwarded_proto ? strlen(h.forwarded_proto)
+                                              : 0;
     h.forwarded_host = apr_table_get(r->headers_in, "X-Forwarded-Host");
     h.forwarded_host_len = h.forwarded_host ? strlen(h.forwarded_host) : 0;
     /* An absolute-form target names the server in the request line; else

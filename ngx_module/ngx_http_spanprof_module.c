@@ -69,8 +69,9 @@ struct ngx_http_spanprof_ctx_s {
      * pool cleanup puts the peer back before ours runs. */
     ngx_str_t                 peer;
     ngx_str_t                 client;
-    /* Where a proxy says the client addressed the request. */
+    /* Where a proxy says the client sent the request. */
     ngx_table_elt_t          *forwarded;
+    ngx_table_elt_t          *forwarded_proto;
     ngx_table_elt_t          *forwarded_host;
     ngx_str_t                 tracestate;   /* pool copies of what goes */
     ngx_str_t                 baggage;      /* upstream */
@@ -91,13 +92,15 @@ struct ngx_http_spanprof_ctx_s {
 #define NGX_HTTP_SPANPROF_BAGGAGE           0x4
 #define NGX_HTTP_SPANPROF_FORWARDED         0x8
 #define NGX_HTTP_SPANPROF_X_FORWARDED_HOST  0x10
+#define NGX_HTTP_SPANPROF_X_FORWARDED_PROTO 0x20
 
 static ngx_str_t  ngx_http_spanprof_headers[] = {
     ngx_string("traceparent"),
     ngx_string("tracestate"),
     ngx_string("baggage"),
     ngx_string("forwarded"),
-    ngx_string("x-forwarded-host")
+    ngx_string("x-forwarded-host"),
+    ngx_string("x-forwarded-proto")
 };
 
 /* ngx_hash_key() of each name, computed once at configuration: a pushed
@@ -111,9 +114,9 @@ static ngx_uint_t  ngx_http_spanprof_hashes[3];
  * other walk unless a header is repeated or must go.
  */
 typedef struct {
-    ngx_table_elt_t  *first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST + 1];
+    ngx_table_elt_t  *first[NGX_HTTP_SPANPROF_X_FORWARDED_PROTO + 1];
                                     /* by bit */
-    ngx_uint_t        order[5];     /* bits, in the list's order */
+    ngx_uint_t        order[6];     /* bits, in the list's order */
     ngx_uint_t        n;            /* of order */
     ngx_uint_t        seen;         /* bits */
     ngx_uint_t        repeated;     /* bits */
@@ -1405,6 +1408,7 @@ ngx_http_spanprof_begin(ngx_http_request_t *r,
     ctx->peer = r->connection->addr_text;
     ngx_str_null(&ctx->client);
     ctx->forwarded = found->first[NGX_HTTP_SPANPROF_FORWARDED];
+    ctx->forwarded_proto = found->first[NGX_HTTP_SPANPROF_X_FORWARDED_PROTO];
     ctx->forwarded_host = found->first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST];
     ctx->orig = NULL;
     ctx->injected = 0;
@@ -1519,6 +1523,7 @@ ngx_http_spanprof_find(ngx_list_t *headers, ngx_http_spanprof_found_t *f)
     f->first[NGX_HTTP_SPANPROF_BAGGAGE] = NULL;
     f->first[NGX_HTTP_SPANPROF_FORWARDED] = NULL;
     f->first[NGX_HTTP_SPANPROF_X_FORWARDED_HOST] = NULL;
+    f->first[NGX_HTTP_SPANPROF_X_FORWARDED_PROTO] = NULL;
     f->n = 0;
     f->seen = 0;
     f->repeated = 0;
@@ -1670,6 +1675,10 @@ ngx_http_spanprof_header_bit(ngx_table_elt_t *h)
 
     case sizeof("x-forwarded-host") - 1:
         i = 4;
+        break;
+
+    case sizeof("x-forwarded-proto") - 1:
+        i = 5;
         break;
 
     default:
@@ -2154,6 +2163,11 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     if (ctx->forwarded != NULL) {
         h.forwarded = (char *) ctx->forwarded->value.data;
         h.forwarded_len = ctx->forwarded->value.len;
+    }
+
+    if (ctx->forwarded_proto != NULL) {
+        h.forwarded_proto = (char *) ctx->forwarded_proto->value.data;
+        h.forwarded_proto_len = ctx->forwarded_proto->value.len;
     }
 
     if (ctx->forwarded_host != NULL) {

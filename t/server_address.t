@@ -1,13 +1,16 @@
 #!/usr/bin/perl
-# server.address and server.port are where the client addressed the
-# request, as the HTTP conventions say: the host a reverse proxy passed
-# on (Forwarded host=, else X-Forwarded-Host), else the request's own
-# authority (an absolute-form target, Host, HTTP/2's :authority), each
-# with its port, or the scheme's for the request's own without one. A
-# value that is no authority is passed over; a request without any has
-# no server.address and the port it came in on. Before, the port was always the listening
-# socket's. Real nginx and apache2 (HTTP/1.1 and prior-knowledge HTTP/2),
-# curl, raw sockets, the independent OTLP receiver.
+# url.scheme, server.address and server.port are where the client sent
+# the request, as the HTTP conventions say: the scheme and host a reverse
+# proxy passed on (Forwarded proto= and host=, else X-Forwarded-Proto and
+# X-Forwarded-Host), else the request's own (its connection's scheme; an
+# absolute-form target, Host, HTTP/2's :authority), each host with its
+# port, or the scheme's when it is the request's own or the proxy named
+# the scheme. A value that is no scheme or authority is passed over; a
+# request without any authority has no server.address and the port it
+# came in on. Before, the port was always the listening socket's and the
+# scheme the connection's. Real nginx and apache2 (HTTP/1.1 and
+# prior-knowledge HTTP/2), curl, raw sockets, the independent OTLP
+# receiver.
 
 use strict;
 use warnings;
@@ -45,11 +48,12 @@ sub raw_request {
 }
 
 # @cases: [what, h2 (1) / raw request line / undef, headers, address,
-# port] ('' for an attribute left out).
+# port ('' for an attribute left out), url.scheme (http when not given)].
 sub check {
     my ($server, $recv, $port, @cases) = @_;
     for my $c (@cases) {
-        my ($what, $how, $headers, $address, $want_port) = @$c;
+        my ($what, $how, $headers, $address, $want_port, $scheme) = @$c;
+        $scheme //= 'http';
         my $trace = sprintf '%032x', 0x5e7ae0 + ++$serial;
         $what = "$server: $what";
         my $code = defined $how && $how ne '1'
@@ -63,6 +67,7 @@ sub check {
         is($attr->('server.address'), $address,
            "$what: server.address " . ($address eq '' ? 'left out' : $address));
         is($attr->('server.port'), $want_port, "$what: server.port $want_port");
+        is($attr->('url.scheme'), $scheme, "$what: url.scheme $scheme");
     }
 }
 
@@ -87,10 +92,20 @@ sub cases {
         [ 'Forwarded before X-Forwarded-Host', undef,
           [ 'Forwarded: for=192.0.2.60;host="fwd.example:444";proto=https',
             'X-Forwarded-Host: xfh.example', 'Host: inner.example:81' ],
-          'fwd.example', 444 ],
+          'fwd.example', 444, 'https' ],
         [ 'Forwarded without host: X-Forwarded-Host', undef,
           [ 'Forwarded: for=192.0.2.60', 'X-Forwarded-Host: xfh.example:82',
             'Host: inner.example:81' ], 'xfh.example', 82 ],
+        [ 'X-Forwarded-Proto: the client\'s scheme and its port', undef,
+          [ 'X-Forwarded-Proto: https, http', 'Host: shop.example' ],
+          'shop.example', 443, 'https' ],
+        [ 'Forwarded proto= and host= without a port', undef,
+          [ 'Forwarded: for=192.0.2.60;proto=https;host=fwd.example',
+            'X-Forwarded-Proto: http', 'Host: inner.example:81' ],
+          'fwd.example', 443, 'https' ],
+        [ 'a scheme that is none is passed over', undef,
+          [ 'X-Forwarded-Proto: <b>', 'Host: shop.example' ],
+          'shop.example', 80, 'http' ],
         [ 'what is no authority is passed over', undef,
           [ 'Forwarded: host="bad host"', 'X-Forwarded-Host: <script>',
             'Host: inner.example:81' ], 'inner.example', 81 ],

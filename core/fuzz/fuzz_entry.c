@@ -2,8 +2,8 @@
  * The input is what a client sends: traceparent, tracestate and baggage
  * values separated by '\n' (a missing one is absent), then the request's
  * method, path, query, server name, user agent, known methods, and the
- * Forwarded, X-Forwarded-Host and authority the server was addressed by,
- * the same way. Checks, aborting on a violation: the entry
+ * Forwarded, X-Forwarded-Host, authority and X-Forwarded-Proto the
+ * request was sent with, the same way. Checks, aborting on a violation: the entry
  * span always has valid ids and a traceparent that parses back to them; a
  * valid incoming traceparent is continued (same trace, its span as
  * parent) and an invalid one starts a root span with no tracestate; the
@@ -150,6 +150,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h.forwarded = field(&p, end, &h.forwarded_len);
     h.forwarded_host = field(&p, end, &h.forwarded_host_len);
     h.authority = field(&p, end, &h.authority_len);
+    h.forwarded_proto = field(&p, end, &h.forwarded_proto_len);
     if (known == NULL
         || sp_http_methods_parse(known, known_len, &pol.known_methods)
            != SP_OK)

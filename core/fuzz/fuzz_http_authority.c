@@ -36,7 +36,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 
-    if (sp_forwarded_host(s, size, &v, &len) == SP_OK) {
+    if (sp_forwarded_param(s, size, "host", 4, &v, &len) == SP_OK) {
         CHECK(inside(s, size, v, len));
         CHECK(memchr(v, '"', len) == NULL && memchr(v, '\\', len) == NULL);
         if (sp_authority_parse(v, len, &a) == SP_OK) {

@@ -84,14 +84,18 @@ typedef struct sp_entry_http {
     const char *path;       size_t path_len;
     const char *query;      size_t query_len;
     const char *scheme;     size_t scheme_len;
-    /* Where the request was addressed, in the conventions' order
-     * (sp_http_authority.h): the Forwarded and X-Forwarded-Host headers
-     * as received, then the request's own authority (HTTP/1.1's
-     * absolute-form target or Host, HTTP/2's :authority); NULL: none.
-     * The first that holds an authority gives server.address and
-     * server.port; the request's own without a port, the scheme's
-     * default port. */
+    /* Where the client sent the request, in the conventions' order
+     * (sp_http_authority.h): the Forwarded, X-Forwarded-Proto and
+     * X-Forwarded-Host headers as received, then the request's own
+     * authority (HTTP/1.1's absolute-form target or Host, HTTP/2's
+     * :authority); NULL: none. url.scheme is Forwarded's proto=, else
+     * X-Forwarded-Proto's first, else scheme. server.address and
+     * server.port are the first of Forwarded's host=, X-Forwarded-Host's
+     * first and authority that holds an authority; one without a port
+     * has the scheme's default port when it is the request's own or the
+     * scheme came from a proxy. */
     const char *forwarded;      size_t forwarded_len;
+    const char *forwarded_proto; size_t forwarded_proto_len;
     const char *forwarded_host; size_t forwarded_host_len;
     const char *authority;      size_t authority_len;
     /* When none does: the server's own name and the port the request

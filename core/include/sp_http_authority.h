@@ -1,11 +1,12 @@
 /*
- * The server a request was addressed to, for server.address and
- * server.port. The HTTP semantic conventions take the original host a
- * reverse proxy passed on (Forwarded's host=, X-Forwarded-Host) before
- * the request's own authority (HTTP/1.1's absolute-form target or Host,
- * HTTP/2's :authority), and both the host and the port from the value
- * found. Clients write these headers as they like: a value that is not an
- * authority is not used.
+ * Where a request was sent, for url.scheme, server.address and
+ * server.port. The HTTP semantic conventions take the original scheme and
+ * host a reverse proxy passed on (Forwarded's proto= and host=,
+ * X-Forwarded-Proto, X-Forwarded-Host) before the request's own (its
+ * connection's scheme; HTTP/1.1's absolute-form target or Host, HTTP/2's
+ * :authority), and both the host and the port from the value found.
+ * Clients write these headers as they like: a value that is not a scheme
+ * or an authority is not used.
  */
 #ifndef SP_HTTP_AUTHORITY_H
 #define SP_HTTP_AUTHORITY_H
@@ -36,20 +37,26 @@ SP_API sp_status sp_authority_parse(const char *s, size_t len,
  * unreserved, sub-delims, or the '%' of pct-encoded. */
 SP_API bool sp_is_reg_name_char(unsigned char c);
 
-/*
- * The host parameter of a Forwarded header (RFC 7239): the first one, in
- * the element a proxy nearest the client wrote first. Its value is a
- * token, or a quoted string without escapes (a host has no need of
- * them); a value with a port must be quoted by the RFC, but proxies that
- * leave it bare are read as well. SP_ERR_NOT_FOUND when no element has
- * one, SP_ERR_INVALID when the header is malformed before it.
- */
-SP_API sp_status sp_forwarded_host(const char *s, size_t len,
-                                   const char **value, size_t *value_len);
+/* Whether s[0..len) is a URI scheme (RFC 3986 section 3.1): a letter,
+ * then letters, digits, '+', '-' and '.'. */
+SP_API bool sp_is_scheme(const char *s, size_t len);
 
 /*
- * The first element of a comma-separated header (X-Forwarded-Host: the
- * host the client asked for, then each proxy's), without its OWS.
+ * The parameter name (host, proto; any case) of a Forwarded header (RFC
+ * 7239): the first one, in the element a proxy nearest the client wrote
+ * first. Its value is a token, or a quoted string without escapes (a
+ * host or scheme has no need of them); a host with a port must be quoted
+ * by the RFC, but proxies that leave it bare are read as well.
+ * SP_ERR_NOT_FOUND when no element has one, SP_ERR_INVALID when the
+ * header is malformed before it.
+ */
+SP_API sp_status sp_forwarded_param(const char *s, size_t len,
+                                    const char *name, size_t name_len,
+                                    const char **value, size_t *value_len);
+
+/*
+ * The first element of a comma-separated header (X-Forwarded-Host,
+ * X-Forwarded-Proto: the client's, then each proxy's), without its OWS.
  */
 SP_API void sp_list_first(const char *s, size_t len, const char **value,
                           size_t *value_len);

@@ -310,10 +310,19 @@ sp_value_max(size_t len)
     return len < SP_SPAN_STRING_MAX ? len : SP_SPAN_STRING_MAX;
 }
 
+/* Where the client sent the request: url.scheme, server.address and
+ * server.port (sp_entry.h says from which sources). */
+typedef struct sp_entry_origin {
+    const char  *scheme;
+    size_t       scheme_len;
+    sp_authority server;
+} sp_entry_origin;
+
 /* The most an entry's span can take, its name of name_len bytes. */
 static size_t
 sp_entry_max(const sp_entry_method *m, const sp_entry_http *h,
-    size_t server_len, size_t name_len, const sp_span_record *rec)
+    size_t scheme_len, size_t server_len, size_t name_len,
+    const sp_span_record *rec)
 {
     return SP_SPAN_FIXED_MAX
            + SP_SPAN_TEXT_MAX(name_len)
@@ -322,7 +331,7 @@ sp_entry_max(const sp_entry_method *m, const sp_entry_http *h,
                                + SP_SPAN_TEXT_MAX(0))
            + 3 * (sp_value_max(m->value_len) + sp_value_max(m->original_len)
                   + sp_value_max(h->path_len) + sp_value_max(h->query_len)
-                  + sp_value_max(h->scheme_len) + sp_value_max(h->route_len)
+                  + sp_value_max(scheme_len) + sp_value_max(h->route_len)
                   + sp_value_max(server_len)
                   + sp_value_max(h->client_address_len)
                   + sp_value_max(h->peer_address_len)
@@ -350,7 +359,8 @@ sp_put_value(unsigned char *p, const char *key, size_t key_len,
 static size_t
 sp_entry_span_write(unsigned char *dst, const sp_entry *e,
     const sp_entry_method *m, const sp_entry_http *h,
-    const sp_authority *server, size_t name_len, const sp_span_record *rec)
+    const sp_entry_origin *origin, size_t name_len,
+    const sp_span_record *rec)
 {
     unsigned char *p = sp_put_span_ids(dst, rec);
 
@@ -362,17 +372,18 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
                      m->original_len);
     p = sp_put_value(p, SP_KEY("url.path"), h->path, h->path_len);
     p = sp_put_value(p, SP_KEY("url.query"), h->query, h->query_len);
-    p = sp_put_value(p, SP_KEY("url.scheme"), h->scheme, h->scheme_len);
+    p = sp_put_value(p, SP_KEY("url.scheme"), origin->scheme,
+                     origin->scheme_len);
     if (h->status > 0) {
         p = sp_put_attr_number(p, SP_KEY("http.response.status_code"),
                                SP_VALUE_INT, h->status);
     }
     p = sp_put_value(p, SP_KEY("http.route"), h->route, h->route_len);
-    p = sp_put_value(p, SP_KEY("server.address"), server->host,
-                     server->host_len);
-    if (server->port > 0) {
+    p = sp_put_value(p, SP_KEY("server.address"), origin->server.host,
+                     origin->server.host_len);
+    if (origin->server.port > 0) {
         p = sp_put_attr_number(p, SP_KEY("server.port"), SP_VALUE_INT,
-                               server->port);
+                               origin->server.port);
     }
     p = sp_put_value(p, SP_KEY("client.address"), h->client_address,
                      h->client_address_len);
@@ -403,32 +414,83 @@ sp_default_port(const char *scheme, size_t len)
     return 0;
 }
 
-/* server.address and server.port, from the first of h's sources that
- * holds an authority (sp_entry.h). */
-static void
-sp_entry_server(const sp_entry_http *h, sp_authority *a)
+/* url.scheme: Forwarded's proto=, else X-Forwarded-Proto's first, else
+ * the connection's (sp_entry.h); whether it came from a proxy. */
+static bool
+sp_entry_scheme(const sp_entry_http *h, sp_entry_origin *o)
 {
     const char *v;
     size_t      len;
 
     if (h->forwarded != NULL
-        && sp_forwarded_host(h->forwarded, h->forwarded_len, &v, &len)
-           == SP_OK
+        && sp_forwarded_param(h->forwarded, h->forwarded_len,
+                              "proto", 5, &v, &len) == SP_OK
+        && sp_is_scheme(v, len))
+    {
+        o->scheme = v;
+        o->scheme_len = len;
+        return true;
+    }
+    if (h->forwarded_proto != NULL) {
+        sp_list_first(h->forwarded_proto, h->forwarded_proto_len, &v, &len);
+        if (sp_is_scheme(v, len)) {
+            o->scheme = v;
+            o->scheme_len = len;
+            return true;
+        }
+    }
+    o->scheme = h->scheme;
+    o->scheme_len = h->scheme != NULL ? h->scheme_len : 0;
+    return false;
+}
+
+/* The host a proxy says the client sent the request to: Forwarded's
+ * host=, else X-Forwarded-Host's first. */
+static bool
+sp_entry_proxied_host(const sp_entry_http *h, sp_authority *a)
+{
+    const char *v;
+    size_t      len;
+
+    if (h->forwarded != NULL
+        && sp_forwarded_param(h->forwarded, h->forwarded_len, "host", 4,
+                              &v, &len) == SP_OK
         && sp_authority_parse(v, len, a) == SP_OK)
     {
-        return;
+        return true;
     }
     if (h->forwarded_host != NULL) {
         sp_list_first(h->forwarded_host, h->forwarded_host_len, &v, &len);
         if (sp_authority_parse(v, len, a) == SP_OK) {
-            return;
+            return true;
         }
+    }
+    return false;
+}
+
+/* url.scheme, server.address and server.port: the first of h's sources
+ * that holds each (sp_entry.h). */
+static void
+sp_entry_origin_of(const sp_entry_http *h, sp_entry_origin *o)
+{
+    bool          proxied_scheme;
+    sp_authority *a = &o->server;
+
+    proxied_scheme = sp_entry_scheme(h, o);
+
+    /* A proxy's host without a port: the client's port is known only
+     * when the proxy said which scheme the client used. */
+    if (sp_entry_proxied_host(h, a)) {
+        if (a->port == 0 && proxied_scheme) {
+            a->port = sp_default_port(o->scheme, o->scheme_len);
+        }
+        return;
     }
     if (h->authority != NULL
         && sp_authority_parse(h->authority, h->authority_len, a) == SP_OK)
     {
-        if (a->port == 0 && h->scheme != NULL) {
-            a->port = sp_default_port(h->scheme, h->scheme_len);
+        if (a->port == 0 && o->scheme != NULL) {
+            a->port = sp_default_port(o->scheme, o->scheme_len);
         }
         return;
     }
@@ -454,14 +516,14 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     sp_entry_method m;
     sp_ring_token   tok;
     unsigned char  *dst;
-    sp_authority    server;
+    sp_entry_origin origin;
     size_t          name_len;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
     }
 
-    sp_entry_server(h, &server);
+    sp_entry_origin_of(h, &origin);
 
     memcpy(rec.trace_id, e->ctx.trace_id, 16);
     memcpy(rec.span_id, e->ctx.span_id, 8);
@@ -482,14 +544,15 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     sp_entry_method_of(p, h, &m);
     name_len = sp_name_len(&m, h);
     dst = sp_ring_reserve(ring, SP_RECORD_SPAN,
-                          sp_entry_max(&m, h, server.host_len, name_len,
+                          sp_entry_max(&m, h, origin.scheme_len,
+                                       origin.server.host_len, name_len,
                                        &rec),
                           &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
     sp_ring_commit(ring, &tok,
-                   sp_entry_span_write(dst, e, &m, h, &server, name_len,
+                   sp_entry_span_write(dst, e, &m, h, &origin, name_len,
                                        &rec));
     return SP_OK;
 }

@@ -29,6 +29,31 @@ sp_is_reg_name_char(unsigned char c)
     return sp_reg_name_bytes[c];
 }
 
+/* ASCII, whatever the process's locale. */
+static bool
+sp_is_letter(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+bool
+sp_is_scheme(const char *s, size_t len)
+{
+    size_t i;
+
+    if (s == NULL || len == 0 || !sp_is_letter(s[0])) {
+        return false;
+    }
+    for (i = 1; i < len; i++) {
+        if (!sp_is_letter(s[i]) && !(s[i] >= '0' && s[i] <= '9')
+            && s[i] != '+' && s[i] != '-' && s[i] != '.')
+        {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool
 sp_is_ip_literal_char(unsigned char c)
 {
@@ -130,8 +155,8 @@ sp_forwarded_value(const char *s, size_t len, size_t i, const char **v,
 }
 
 sp_status
-sp_forwarded_host(const char *s, size_t len, const char **value,
-    size_t *value_len)
+sp_forwarded_param(const char *s, size_t len, const char *want,
+    size_t want_len, const char **value, size_t *value_len)
 {
     const char *v = NULL;
     size_t      i = 0, name, name_len, v_len = 0;
@@ -164,7 +189,9 @@ sp_forwarded_host(const char *s, size_t len, const char **value,
         if (i < len && s[i] != ';' && s[i] != ',') {
             return SP_ERR_INVALID;
         }
-        if (name_len == 4 && strncasecmp(s + name, "host", 4) == 0) {
+        if (name_len == want_len
+            && strncasecmp(s + name, want, want_len) == 0)
+        {
             *value = v;
             *value_len = v_len;
             return SP_OK;

@@ -471,14 +471,15 @@ unknown_methods_are_other_and_the_list_can_be_replaced(void **state)
     assert_string_equal(original, "POST");
 }
 
-/* "address|port" of the span of a request with these sources of its
- * server (NULL: not received), over http. */
+/* "scheme|address|port" of the span of a request with these sources
+ * (NULL: not received), over http. */
 static const char *
-server_of(const char *forwarded, const char *forwarded_host,
-          const char *authority, const char *server_address, int64_t port)
+origin_of(const char *forwarded, const char *forwarded_proto,
+          const char *forwarded_host, const char *authority,
+          const char *server_address, int64_t port)
 {
-    static char     out[600];
-    char            address[256], number[32];
+    static char     out[700];
+    char            scheme[64], address[256], number[32];
     sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.01);
     sp_entry_http   h;
     Opentelemetry__Proto__Trace__V1__Span *m;
@@ -488,6 +489,7 @@ server_of(const char *forwarded, const char *forwarded_host,
     h.scheme = "http"; h.scheme_len = 4;
 #define SOURCE(f, v) h.f = (v); h.f##_len = (v) != NULL ? strlen(v) : 0
     SOURCE(forwarded, forwarded);
+    SOURCE(forwarded_proto, forwarded_proto);
     SOURCE(forwarded_host, forwarded_host);
     SOURCE(authority, authority);
     SOURCE(server_address, server_address);
@@ -495,11 +497,23 @@ server_of(const char *forwarded, const char *forwarded_host,
     h.server_port = port;
     h.status = 200;
     m = finished_span(&p, &h);
+    attribute(m, "url.scheme", scheme, sizeof(scheme));
     attribute(m, "server.address", address, sizeof(address));
     attribute(m, "server.port", number, sizeof(number));
     opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
-    snprintf(out, sizeof(out), "%s|%s", address, number);
+    snprintf(out, sizeof(out), "%s|%s|%s", scheme, address, number);
     return out;
+}
+
+/* "address|port" over http, with no scheme from a proxy. */
+static const char *
+server_of(const char *forwarded, const char *forwarded_host,
+          const char *authority, const char *server_address, int64_t port)
+{
+    const char *o = origin_of(forwarded, NULL, forwarded_host, authority,
+                              server_address, port);
+
+    return strchr(o, '|') + 1;
 }
 
 /*
@@ -540,6 +554,21 @@ server_is_where_the_client_addressed_the_request(void **state)
     assert_string_equal(server_of(NULL, NULL, "", "[::1]", 8080),
                         "::1|8080");
     assert_string_equal(server_of(NULL, NULL, NULL, NULL, 0), "|");
+
+    /* the client's scheme, from a proxy: url.scheme, and the port of a
+     * host without one, the proxy's or the request's own */
+    assert_string_equal(origin_of("for=x;proto=https", "http", NULL,
+                                  "shop.example", NULL, 8080),
+                        "https|shop.example|443");
+    assert_string_equal(origin_of(NULL, "https, http", "public.example",
+                                  "inner:81", NULL, 81),
+                        "https|public.example|443");
+    assert_string_equal(origin_of("proto=\"bad scheme\"", "1nvalid", NULL,
+                                  "shop.example", NULL, 80),
+                        "http|shop.example|80");
+    assert_string_equal(origin_of(NULL, "https", "public.example:8443",
+                                  NULL, NULL, 80),
+                        "https|public.example|8443");
 }
 
 int

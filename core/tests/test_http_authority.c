@@ -26,7 +26,7 @@ forwarded(const char *s)
     static char out[300];
     const char *v;
     size_t      len;
-    sp_status   st = sp_forwarded_host(s, strlen(s), &v, &len);
+    sp_status   st = sp_forwarded_param(s, strlen(s), "host", 4, &v, &len);
 
     if (st != SP_OK) {
         return st == SP_ERR_NOT_FOUND ? "none" : "invalid";
@@ -143,8 +143,33 @@ forwarded_without_host_or_malformed(void **state)
     assert_string_equal(forwarded("host=x y"), "invalid");
     /* the host comes before what is malformed after it */
     assert_string_equal(forwarded("host=y;=="), "y");
-    assert_int_equal(sp_forwarded_host(NULL, 0, &v, &len), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_forwarded_param(NULL, 0, "host", 4, &v, &len), SP_ERR_NOT_FOUND);
     assert_string_equal(v, "kept");
+}
+
+static void
+forwarded_proto_and_schemes(void **state)
+{
+    const char *v;
+    size_t      len;
+    const char *h = "for=1.2.3.4;Proto=https;host=x, proto=http";
+
+    (void)state;
+    assert_int_equal(sp_forwarded_param(h, strlen(h), "proto", 5, &v, &len),
+                     SP_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(v, "https", 5);
+    assert_int_equal(sp_forwarded_param(h, strlen(h), "by", 2, &v, &len),
+                     SP_ERR_NOT_FOUND);
+    assert_true(sp_is_scheme("https", 5));
+    assert_true(sp_is_scheme("svn+ssh", 7));
+    assert_true(sp_is_scheme("coap.tcp-1", 10));
+    assert_false(sp_is_scheme("", 0));
+    assert_false(sp_is_scheme(NULL, 0));
+    assert_false(sp_is_scheme("1http", 5));
+    assert_false(sp_is_scheme("ht tp", 5));
+    assert_false(sp_is_scheme("http:", 5));
+    assert_false(sp_is_scheme("caf\xc3\xa9", 5));
 }
 
 static void
@@ -174,6 +199,7 @@ main(void)
         cmocka_unit_test(what_is_no_authority_is_refused),
         cmocka_unit_test(forwarded_host_is_the_first_one),
         cmocka_unit_test(forwarded_without_host_or_malformed),
+        cmocka_unit_test(forwarded_proto_and_schemes),
         cmocka_unit_test(list_first_is_the_clients),
     };
 
