@@ -625,6 +625,16 @@ spanprof_stop_sampling(spanprof_request *sr)
     }
 }
 
+/* A request header's value and its length; NULL and 0 when absent. */
+static const char *
+spanprof_header(request_rec *r, const char *name, size_t *len)
+{
+    const char *value = apr_table_get(r->headers_in, name);
+
+    *len = value != NULL ? strlen(value) : 0;
+    return value;
+}
+
 /*
  * url.path as the client sent it: httpd decodes and normalizes
  * r->parsed_uri.path in place. An absolute-form target's path follows its
@@ -658,7 +668,6 @@ spanprof_request_done(void *data)
     spanprof_dir_conf *d;
     sp_entry_http      h;
     apr_port_t         port;
-    const char        *ua;
 
     if (sr->finished) {
         return APR_SUCCESS;
@@ -694,13 +703,11 @@ spanprof_request_done(void *data)
     h.query_len = h.query ? strlen(h.query) : 0;
     h.scheme = ap_http_scheme(r);
     h.scheme_len = h.scheme ? strlen(h.scheme) : 0;
-    h.forwarded = apr_table_get(r->headers_in, "Forwarded");
-    h.forwarded_len = h.forwarded ? strlen(h.forwarded) : 0;
-    h.forwarded_proto = apr_table_get(r->headers_in, "X-Forwarded-Proto");
-    h.forwarded_proto_len = h.forwarded_proto ? strlen(h.forwarded_proto)
-                                              : 0;
-    h.forwarded_host = apr_table_get(r->headers_in, "X-Forwarded-Host");
-    h.forwarded_host_len = h.forwarded_host ? strlen(h.forwarded_host) : 0;
+    h.forwarded = spanprof_header(r, "Forwarded", &h.forwarded_len);
+    h.forwarded_proto = spanprof_header(r, "X-Forwarded-Proto",
+                                        &h.forwarded_proto_len);
+    h.forwarded_host = spanprof_header(r, "X-Forwarded-Host",
+                                       &h.forwarded_host_len);
     /* An absolute-form target names the server in the request line; else
      * Host, which mod_http2 makes of :authority. r->hostname has lost the
      * port. */
@@ -722,9 +729,7 @@ spanprof_request_done(void *data)
                          : r->proto_num == HTTP_VERSION(0, 9) ? "0.9"
                          : "1.1";
     h.protocol_version_len = strlen(h.protocol_version);
-    ua = apr_table_get(r->headers_in, "User-Agent");
-    h.user_agent = ua;
-    h.user_agent_len = ua ? strlen(ua) : 0;
+    h.user_agent = spanprof_header(r, "User-Agent", &h.user_agent_len);
     spanprof_note_outcome(sr);
     h.status = sr->status;
     if (sr->aborted && sr->status < 400) {
@@ -827,12 +832,9 @@ spanprof_begin(request_rec *r)
     spanprof_request *sr;
 
     memset(&in, 0, sizeof(in));
-    in.traceparent = apr_table_get(r->headers_in, "traceparent");
-    in.traceparent_len = in.traceparent ? strlen(in.traceparent) : 0;
-    in.tracestate = apr_table_get(r->headers_in, "tracestate");
-    in.tracestate_len = in.tracestate ? strlen(in.tracestate) : 0;
-    in.baggage = apr_table_get(r->headers_in, "baggage");
-    in.baggage_len = in.baggage ? strlen(in.baggage) : 0;
+    in.traceparent = spanprof_header(r, "traceparent", &in.traceparent_len);
+    in.tracestate = spanprof_header(r, "tracestate", &in.tracestate_len);
+    in.baggage = spanprof_header(r, "baggage", &in.baggage_len);
 
     sr = apr_pcalloc(r->pool, sizeof(*sr));
     sp_entry_begin(&spanprof_policy, spanprof_ids, &in, scratch,
