@@ -86,4 +86,33 @@ sub quitting_exporter {
          'httpd: the first put-off start is announced at warn');
 }
 
+# An exporter that is not there: the error log says so, in each server,
+# instead of showing only an exit status of 127.
+{
+    my $dir = new_dir();
+    my $port = nginx_conf($dir);
+    write_file("$dir/nginx.conf", "env SPANPROF_EXPORTER_PATH;\n"
+                                  . read_file("$dir/nginx.conf"));
+    my $nginx = nginx_start($dir, $port,
+                            SPANPROF_EXPORTER_PATH => "$dir/not-there");
+    ok($nginx, 'nginx starts with no exporter where it is told to be');
+    my (undef, undef, undef, $log) = watch($dir, $port, 1.5);
+    stop($nginx);
+    like($log, qr/^spanprof-exporter\[\d+\]: error: cannot run \Q$dir\E\/not-there: no such file$/m,
+         'nginx: the error log names the path and why it cannot run');
+
+    my $hdir = new_dir();
+    my $hport = httpd_conf($hdir, mpm => 'event');
+    chmod 0755, $hdir;
+    write_file("$hdir/not-executable", "#!/bin/sh\n");
+    chmod 0644, "$hdir/not-executable";
+    my $httpd = httpd_start($hdir, $hport,
+                            SPANPROF_EXPORTER_PATH => "$hdir/not-executable");
+    ok($httpd, 'httpd starts with an exporter it may not execute');
+    ($log) = (watch($hdir, $hport, 1.5))[3];
+    stop($httpd);
+    like($log, qr/^spanprof-exporter\[\d+\]: error: cannot run \Q$hdir\E\/not-executable: permission denied/m,
+         'httpd: the error log names the path and why it cannot run');
+}
+
 done_testing();

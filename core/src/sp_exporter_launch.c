@@ -180,6 +180,80 @@ sp_close_from(int first)
     }
 }
 
+/* Appends s to the line at *n, as far as it fits. */
+static void
+sp_line_put(char *line, size_t size, size_t *n, const char *s)
+{
+    while (*s != '\0' && *n < size) {
+        line[(*n)++] = *s++;
+    }
+}
+
+/*
+ * Why execve failed, on the log the exporter would have written to, in
+ * its own line format: else the log shows only a process that exited with
+ * 127, and the operator has to guess between a wrong path, a directory
+ * the workers' user may not enter and a missing library (which the
+ * dynamic linker reports itself). Async-signal-safe: no stdio, no
+ * strerror (it may allocate for a code it does not know).
+ */
+static void
+sp_child_say_exec_failed(const char *path, int err)
+{
+    char         line[PATH_MAX + 256], digits[24];
+    size_t       n = 0, d = 0;
+    unsigned int pid = (unsigned int)getpid();
+    const char  *why;
+
+    switch (err) {
+    case ENOENT:
+        why = "no such file";
+        break;
+    case EACCES:
+        why = "permission denied (the workers' user must be able to "
+              "execute it and enter every directory above it)";
+        break;
+    case ENOEXEC:
+        why = "not an executable";
+        break;
+    case ENOTDIR:
+        why = "a part of the path is not a directory";
+        break;
+    default:
+        why = NULL;
+    }
+    do {
+        digits[d++] = (char)('0' + pid % 10);
+        pid /= 10;
+    } while (pid != 0);
+    sp_line_put(line, sizeof(line), &n, SP_EXPORTER_NAME "[");
+    while (d > 0 && n < sizeof(line)) {
+        line[n++] = digits[--d];
+    }
+    sp_line_put(line, sizeof(line), &n, "]: error: cannot run ");
+    sp_line_put(line, sizeof(line), &n, path);
+    sp_line_put(line, sizeof(line), &n, ": ");
+    if (why != NULL) {
+        sp_line_put(line, sizeof(line), &n, why);
+    } else {
+        unsigned int e = (unsigned int)err;
+
+        sp_line_put(line, sizeof(line), &n, "error ");
+        do {
+            digits[d++] = (char)('0' + e % 10);
+            e /= 10;
+        } while (e != 0);
+        while (d > 0 && n < sizeof(line)) {
+            line[n++] = digits[--d];
+        }
+    }
+    if (n == sizeof(line)) {
+        n--;
+    }
+    line[n++] = '\n';
+    (void)!write(STDERR_FILENO, line, n);
+}
+
 /* The child, between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
 sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
@@ -238,6 +312,7 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execve(l->path, plan->argv, plan->envp);
+    sp_child_say_exec_failed(l->path, errno);
     _exit(127);
 }
 

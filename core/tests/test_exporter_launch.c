@@ -80,6 +80,7 @@ child_gets_the_effective_configuration_and_nothing_else(void **state)
         SP_OK);
     sp_config_complete(c, no_env, NULL, NULL, NULL);
     setenv("SPANPROF_TEST_NOT_PASSED", "1", 1);
+    setenv("SPANPROF_GRPC_LOG", "1", 1);
 
     out = run_as_exporter(c, "env; echo ARGV0=$0", &status);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -95,8 +96,10 @@ child_gets_the_effective_configuration_and_nothing_else(void **state)
     assert_non_null(strstr(out, "SPANPROF_SERVER_EXE=/usr/sbin/nginx\n"));
     assert_non_null(strstr(out, "ARGV0=spanprof-exporter-test\n"));
     assert_null(strstr(out, "SPANPROF_TEST_NOT_PASSED"));
+    assert_non_null(strstr(out, "SPANPROF_GRPC_LOG=1\n"));
     assert_null(strstr(out, "OTEL_EXPORTER_OTLP_CERTIFICATE"));
     unsetenv("SPANPROF_TEST_NOT_PASSED");
+    unsetenv("SPANPROF_GRPC_LOG");
     sp_config_destroy(c);
 }
 
@@ -151,13 +154,36 @@ child_has_only_its_descriptors_and_default_signals(void **state)
     sp_config_destroy(c);
 }
 
+/* Spawns l with its log on a pipe; what the child wrote there. */
+static char *
+spawn_failing(sp_exporter_launch *l, int *status)
+{
+    char   *out = calloc(1, 4096);
+    size_t  n = 0;
+    ssize_t r;
+    int     p[2], pid;
+
+    assert_non_null(out);
+    assert_int_equal(pipe(p), 0);
+    l->log_fd = p[1];
+    assert_int_equal(sp_exporter_spawn(l, &pid), SP_OK);
+    close(p[1]);
+    while (n < 4095 && (r = read(p[0], out + n, 4095 - n)) > 0) {
+        n += (size_t)r;
+    }
+    close(p[0]);
+    assert_int_equal(waitpid(pid, status, 0), pid);
+    return out;
+}
+
 static void
-missing_executable_exits_127_and_bad_arguments_are_refused(void **state)
+missing_executable_exits_127_and_says_why(void **state)
 {
     sp_config *c = sp_config_create(SP_SERVER_HTTPD);
     sp_exporter_launch l;
     sp_shm      shm;
-    int         pid, status;
+    int         pid, status, fd;
+    char        plain[] = "/tmp/spanprof-launch-XXXXXX", *out;
 
     (void)state;
     sp_config_complete(c, no_env, NULL, NULL, NULL);
@@ -168,10 +194,27 @@ missing_executable_exits_127_and_bad_arguments_are_refused(void **state)
     l.log_fd = -1;
     assert_int_equal(sp_exporter_spawn(&l, &pid), SP_ERR_INVALID);
     l.path = "/nonexistent/spanprof-exporter";
-    assert_int_equal(sp_exporter_spawn(&l, &pid), SP_OK);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    out = spawn_failing(&l, &status);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 127);
+    assert_non_null(strstr(out, "]: error: cannot run "
+                                "/nonexistent/spanprof-exporter: no such "
+                                "file\n"));
+    free(out);
+
+    /* Not executable: refused even to root. */
+    fd = mkstemp(plain);
+    assert_true(fd >= 0);
+    close(fd);
+    l.path = plain;
+    out = spawn_failing(&l, &status);
+    assert_int_equal(WEXITSTATUS(status), 127);
+    assert_non_null(strstr(out, "permission denied"));
+    assert_true(strncmp(out, "spanprof-exporter[", 18) == 0);
+    free(out);
+    unlink(plain);
+
+    l.log_fd = -1;
     l.region_fd = -1;
     assert_int_equal(sp_exporter_spawn(&l, &pid), SP_ERR_INVALID);
     sp_shm_close(&shm);
@@ -301,7 +344,7 @@ main(void)
             child_gets_the_effective_configuration_and_nothing_else),
         cmocka_unit_test(child_has_only_its_descriptors_and_default_signals),
         cmocka_unit_test(
-            missing_executable_exits_127_and_bad_arguments_are_refused),
+            missing_executable_exits_127_and_says_why),
         cmocka_unit_test(child_gets_sigterm_when_the_supervisor_dies),
         cmocka_unit_test(default_path_follows_the_environment),
         cmocka_unit_test(
