@@ -2098,7 +2098,7 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     sp_entry_http                  h;
     ngx_connection_t              *c;
     ngx_http_request_t            *r;
-    ngx_str_t                      *client;
+    ngx_str_t                      *client, target;
     ngx_http_core_loc_conf_t       *clcf;
     ngx_http_spanprof_loc_conf_t   *slcf;
     ngx_http_spanprof_main_conf_t  *smcf;
@@ -2134,11 +2134,22 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
      * ("%3F" is a "?" there), and rewrites and redirects change it and
      * r->args; nothing changes r->unparsed_uri.
      */
-    last = r->unparsed_uri.data + r->unparsed_uri.len;
-    query = memchr(r->unparsed_uri.data, '?', r->unparsed_uri.len);
+    target = r->unparsed_uri;
 
-    h.path = (char *) r->unparsed_uri.data;
-    h.path_len = (query != NULL ? query : last) - r->unparsed_uri.data;
+    /* nginx sets it only once the target has parsed: one it refuses
+     * (400 for "/%ZZ") is still where the request line was read. */
+    if (target.len == 0 && r->uri_start != NULL
+        && r->uri_end > r->uri_start)
+    {
+        target.data = r->uri_start;
+        target.len = r->uri_end - r->uri_start;
+    }
+
+    last = target.data + target.len;
+    query = memchr(target.data, '?', target.len);
+
+    h.path = (char *) target.data;
+    h.path_len = (query != NULL ? query : last) - target.data;
 
     if (query != NULL) {
         h.query = (char *) query + 1;

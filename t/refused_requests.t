@@ -74,6 +74,24 @@ sub check {
            "$what: it starts before it ends");
     }
 
+    # A target the server refuses (a "%" that escapes nothing): its path
+    # and query as sent all the same (nginx keeps the target it parsed
+    # only once it parsed, and refuses it before reading any header).
+    {
+        my %seen = map { $_->{spanId} => 1 } spans($recv);
+        my ($code) = raw_answer($port, "GET /%ZZ/x?a=%ZZ HTTP/1.1\r\n"
+            . "Host: 127.0.0.1\r\n\r\n") =~ m{^HTTP/1\.\d (\d+)};
+        is($code, 400, "$server: a target with a bad escape: refused");
+        my ($span) = wait_spans($recv, sub {
+            !$seen{ $_[0]->{spanId} }
+            && attr($_[0], 'http.response.status_code') == 400 });
+        ok($span, "$server: bad escape: its span arrives");
+        is(attr($span, 'url.path'), '/%ZZ/x',
+           "$server: bad escape: url.path as sent");
+        is(attr($span, 'url.query'), 'a=%ZZ',
+           "$server: bad escape: url.query as sent");
+    }
+
     # Refused before any header: a trace of its own.
     my %before = map { $_->{spanId} => 1 } spans($recv);
     my ($long) = raw_answer($port, "GET /$big HTTP/1.1\r\nHost: x\r\n\r\n")
