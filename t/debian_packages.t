@@ -9,7 +9,11 @@
 # of the package, the one next to the module (checked by /proc/PID/exe).
 # The nginx maintainer scripts run for real against a private
 # modules-enabled directory; the apache2 ones against a recording
-# apache2-maintscript-helper. Nothing is installed into the system.
+# apache2-maintscript-helper. Also: each package's md5sums against its
+# files, the DEP-5 copyright and changelog.Debian.gz, stripped binaries
+# whose debug files spanprof-dbg holds by build id, and lintian (errors
+# and warnings fail; skipped when lintian is not installed). Nothing is
+# installed into the system (t/debian_install.t does that, as root).
 
 use strict;
 use warnings;
@@ -54,28 +58,48 @@ ok((grep { $_ eq $nginx_abi } @provides), "the installed nginx provides $nginx_a
 ok((grep { $_ eq "apache2-api-$mmn" } @provides),
    "the installed apache2-bin provides apache2-api-$mmn");
 
+# The build ids of the built binaries, in the paths spanprof-dbg gives
+# their debug files.
+my %debug;
+for my $f (qw(ngx_http_spanprof_module.so mod_spanprof.so spanprof-exporter
+              spanprof-dump)) {
+    my ($id) = `readelf -n $top/build/$f` =~ /Build ID: ([0-9a-f]+)/;
+    $debug{$f} = 'usr/lib/debug/.build-id/' . substr($id, 0, 2) . '/'
+        . substr($id, 2) . '.debug';
+}
+sub docs {
+    my ($name) = @_;
+    return ("usr/share/doc/$name/copyright", "usr/share/doc/$name/changelog.Debian.gz",
+            "usr/share/lintian/overrides/$name");
+}
+
 my %pkg = (
     'libnginx-mod-http-spanprof' => {
         abi => $nginx_abi, grpc => 1,
         files => [qw(usr/lib/nginx/modules/ngx_http_spanprof_module.so
                      usr/lib/nginx/modules/spanprof-exporter
-                     usr/share/nginx/modules-available/mod-http-spanprof.conf
-                     usr/share/doc/libnginx-mod-http-spanprof/copyright)],
+                     usr/share/nginx/modules-available/mod-http-spanprof.conf),
+                  docs('libnginx-mod-http-spanprof')],
         scripts => [qw(postinst prerm postrm)],
     },
     'libapache2-mod-spanprof' => {
         abi => "apache2-api-$mmn", grpc => 1,
         files => [qw(usr/lib/apache2/modules/mod_spanprof.so
                      usr/lib/apache2/modules/spanprof-exporter
-                     etc/apache2/mods-available/spanprof.load
-                     usr/share/doc/libapache2-mod-spanprof/copyright)],
+                     etc/apache2/mods-available/spanprof.load),
+                  docs('libapache2-mod-spanprof')],
         scripts => [qw(postinst prerm postrm)],
         conffiles => "/etc/apache2/mods-available/spanprof.load\n",
     },
     'spanprof-tools' => {
-        files => [qw(usr/bin/spanprof-dump
-                     usr/share/doc/spanprof-tools/copyright)],
+        files => [qw(usr/bin/spanprof-dump usr/share/man/man1/spanprof-dump.1.gz),
+                  docs('spanprof-tools')],
         scripts => [],
+    },
+    'spanprof-dbg' => {
+        files => [(sort values %debug),
+                  docs('spanprof-dbg')],
+        scripts => [], nolibc => 1,
     },
 );
 
@@ -90,11 +114,21 @@ for my $name (sort keys %pkg) {
     is($f{Package}, $name, "$name: Package");
     is($f{Version}, "$sp_version-1", "$name: Version is SP_VERSION-1");
     is($f{Architecture}, $arch, "$name: Architecture $arch");
-    is($f{Maintainer}, 'spanprof maintainers', "$name: Maintainer");
+    like($f{Maintainer}, qr/^spanprof maintainers <[^<>\s]+\@[^<>\s]+>$/,
+         "$name: Maintainer with an address (policy 5.6.2)");
     my @dep = map { (split ' ', $_)[0] } split /,\s*/, $f{Depends} // '';
     note("$name Depends: " . ($f{Depends} // ''));
-    ok((grep { $_ eq 'libc6' } @dep), "$name: Depends libc6 (dpkg-shlibdeps)");
-    if ($p->{abi}) {
+    if ($p->{nolibc}) {
+        is($f{Depends}, join(' | ', map { "$_ (= $sp_version-1)" }
+                             qw(libnginx-mod-http-spanprof libapache2-mod-spanprof
+                                spanprof-tools)),
+           "$name: Depends on any of the three packages of its version");
+        is($f{Section}, 'debug', "$name: Section debug");
+    } else {
+        ok((grep { $_ eq 'libc6' } @dep), "$name: Depends libc6 (dpkg-shlibdeps)");
+    }
+    if ($p->{nolibc}) {
+    } elsif ($p->{abi}) {
         ok((grep { $_ eq $p->{abi} } @dep), "$name: Depends $p->{abi}");
     } else {
         ok(!(grep { /^(nginx-abi|apache2-api)-/ } @dep), "$name: no server ABI");
@@ -123,6 +157,48 @@ for my $name (sort keys %pkg) {
     }
     is(read_file("$ctl/conffiles"), $p->{conffiles} // '', "$name: conffiles");
     system('dpkg-deb', '-x', $deb, "$dir/root") == 0 or BAIL_OUT("dpkg-deb -x $deb");
+
+    # md5sums (what debsums and dpkg --verify check): every file, right.
+    my $sums = read_file("$ctl/md5sums");
+    is_deeply([sort map { (split ' ', $_, 2)[1] } split /\n/, $sums],
+              [sort @{ $p->{files} }], "$name: md5sums lists every file");
+    my ($mrc, $mout) = run_cmd({}, 'sh', '-c',
+                               "cd $dir/root && md5sum --quiet -c $ctl/md5sums");
+    is($mrc, 0, "$name: md5sums match the files") or diag($mout);
+
+    # Policy 12.5 and 12.7: a DEP-5 copyright that grants no licence it was
+    # never given, and the Debian changelog of this version.
+    my $copyright = read_file("$dir/root/usr/share/doc/$name/copyright");
+    like($copyright, qr{\AFormat: https://www\.debian\.org/doc/packaging-manuals/copyright-format/1\.0/\n},
+         "$name: copyright is DEP-5");
+    like($copyright, qr{^Files: \*\nCopyright: \d{4}(?:-\d{4})? The spanprof authors\nLicense: other\n}m,
+         "$name: copyright: The spanprof authors, License: other");
+    my $changelog = `gzip -dc $dir/root/usr/share/doc/$name/changelog.Debian.gz`;
+    like($changelog, qr/^spanprof \(\Q$sp_version\E-1\) \S+; urgency=\w+\n/,
+         "$name: changelog.Debian.gz of $sp_version-1");
+    like($changelog, qr/^ -- \Q$f{Maintainer}\E  \w{3}, \d\d \w{3} \d{4} [\d:]{8} [+-]\d{4}\n\z/m,
+         "$name: changelog trailer by the Maintainer, RFC 5322 date");
+}
+
+# Stripped binaries (policy 10.1), their debug information in spanprof-dbg
+# under the build id the symbolizer looks it up by.
+for my $f (sort keys %debug) {
+    my ($path) = grep { m{/\Q$f\E$} } map { @{ $_->{files} } } values %pkg;
+    unlike(`readelf -S $dir/root/$path`, qr/\.symtab|\.debug_info/,
+           "$path: stripped");
+    ok(-f "$dir/root/$debug{$f}", "spanprof-dbg: $debug{$f} for $f");
+    like(`readelf -S $dir/root/$debug{$f} 2>/dev/null`, qr/\.debug_info/, "$f: the debug file has .debug_info");
+}
+
+# lintian: errors and warnings fail (overrides, each with its reason, in
+# tools/deb/*.lintian).
+SKIP: {
+    skip 'lintian is not installed (make deps installs it)', 1
+        if system('lintian --version >/dev/null 2>&1');
+    my ($lrc, $lout) = run_cmd({}, 'lintian', '--allow-root', '--fail-on', 'error,warning',
+                               '--display-info', sort values %deb);
+    is($lrc, 0, 'lintian --fail-on error,warning: clean') or diag($lout);
+    note($lout);
 }
 my $root = "$dir/root";
 is(read_file("$root/usr/share/nginx/modules-available/mod-http-spanprof.conf"),
