@@ -166,7 +166,7 @@ pkg() {
     dpkg-deb --root-owner-group -Zxz --build "$root" \
         "$out/${name}_${version}_${arch}.deb" >/dev/null
     echo "mkdeb: $out/${name}_${version}_${arch}.deb"
-    recommends= section=
+    recommends='' section=''
 }
 
 common_long="spanprof traces every HTTP request the server handles as an
