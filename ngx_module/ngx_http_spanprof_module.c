@@ -166,6 +166,7 @@ static void ngx_http_spanprof_warn(void *ctx, const char *message);
 static ngx_int_t ngx_http_spanprof_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir);
 static ngx_int_t ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
     ngx_http_spanprof_main_conf_t *smcf);
 static ngx_msec_t ngx_http_spanprof_manager(void *data);
@@ -870,6 +871,75 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
 
 
 /*
+ * Where nginx keeps its state, for the exporter path's directory: beside
+ * the client body temp path (Debian's /var/lib/nginx, nginx.org's
+ * /var/cache/nginx), which nginx must be able to write, rather than under
+ * its prefix (Debian's /usr/share/nginx), which a hardened host mounts
+ * read-only and where nginx would then fail to start. Only a directory
+ * that root owns and nobody else may write: nginx chowns the path it
+ * creates, following a link, so a name in a world-writable directory
+ * (/tmp) could be made to point elsewhere. NGX_DECLINED: none such.
+ */
+static ngx_int_t
+ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir)
+{
+    u_char                     *p, *last;
+    ngx_str_t                   body;
+    ngx_file_info_t             fi;
+    ngx_http_core_loc_conf_t   *clcf;
+    ngx_http_core_srv_conf_t  **cscfp;
+    ngx_http_core_main_conf_t  *cmcf;
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    if (cmcf->servers.nelts == 0) {
+        return NGX_DECLINED;
+    }
+
+    /* merged by now: postconfiguration runs after the servers' merge */
+    cscfp = cmcf->servers.elts;
+    clcf = cscfp[0]->ctx->loc_conf[ngx_http_core_module.ctx_index];
+    if (clcf->client_body_temp_path == NULL) {
+        return NGX_DECLINED;
+    }
+
+    body = clcf->client_body_temp_path->name;
+    last = body.data + body.len;
+    while (last > body.data && last[-1] == '/') {
+        last--;
+    }
+
+    for (p = last; p > body.data && p[-1] != '/'; p--) {
+        /* void */
+    }
+    while (p > body.data + 1 && p[-1] == '/') {
+        p--;
+    }
+
+    /* none, or "/" */
+    if (p <= body.data + 1 || body.data[0] != '/') {
+        return NGX_DECLINED;
+    }
+
+    dir->len = p - body.data;
+    dir->data = ngx_pnalloc(cf->pool, dir->len + 1);
+    if (dir->data == NULL) {
+        return NGX_ERROR;
+    }
+    ngx_memcpy(dir->data, body.data, dir->len);
+    dir->data[dir->len] = '\0';
+
+    if (ngx_file_info(dir->data, &fi) == NGX_FILE_ERROR
+        || !ngx_is_dir(&fi) || fi.st_uid != 0
+        || (fi.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    {
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
  * nginx's one master-supervised helper a module can have: a path with a
  * manager. The master spawns its process as the workers' user, respawns
  * it, and replaces it on reload; the manager starts the exporter from it
@@ -880,6 +950,8 @@ static ngx_int_t
 ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
     ngx_http_spanprof_main_conf_t *smcf)
 {
+    ngx_int_t    rc;
+    ngx_str_t    dir;
     ngx_path_t  *path;
     ngx_str_t    name = ngx_string("spanprof");
 
@@ -888,9 +960,24 @@ ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
-    path->name = name;
-    if (ngx_conf_full_name(cf->cycle, &path->name, 0) != NGX_OK) {
+    rc = ngx_http_spanprof_state_dir(cf, &dir);
+    if (rc == NGX_ERROR) {
         return NGX_ERROR;
+    }
+
+    if (rc == NGX_OK) {
+        path->name.len = dir.len + sizeof("/spanprof") - 1;
+        path->name.data = ngx_pnalloc(cf->pool, path->name.len + 1);
+        if (path->name.data == NULL) {
+            return NGX_ERROR;
+        }
+        ngx_sprintf(path->name.data, "%V/spanprof%Z", &dir);
+
+    } else {
+        path->name = name;
+        if (ngx_conf_full_name(cf->cycle, &path->name, 0) != NGX_OK) {
+            return NGX_ERROR;
+        }
     }
 
     path->manager = ngx_http_spanprof_manager;

@@ -104,16 +104,20 @@ sub purge_leftovers {
     diag("purging leftovers (@k): $out") if $rc;
 }
 
-# nginx creates /usr/share/nginx/spanprof (its prefix plus the module's
-# exporter path) at nginx -t; the package's purge removes it when empty.
-# If it was there before this test, it is put back as it was.
-my $nginx_path = '/usr/share/nginx/spanprof';
-my @nginx_path_was = lstat $nginx_path;
+# nginx creates /var/lib/nginx/spanprof (beside its client body temp path:
+# the module's exporter path) at nginx -t, and earlier builds put it under
+# the prefix, /usr/share/nginx/spanprof; the package's purge removes both
+# when empty. What was there before this test is put back as it was.
+my @nginx_paths = ('/var/lib/nginx/spanprof', '/usr/share/nginx/spanprof');
+my %nginx_path_was = map { $_ => [lstat $_] } @nginx_paths;
 sub restore_nginx_path {
-    return if !@nginx_path_was || -e $nginx_path;
-    mkdir $nginx_path, $nginx_path_was[2] & 07777 or return;
-    chown $nginx_path_was[4], $nginx_path_was[5], $nginx_path;
-    chmod $nginx_path_was[2] & 07777, $nginx_path;
+    for my $path (@nginx_paths) {
+        my @was = @{ $nginx_path_was{$path} };
+        next if !@was || -e $path;
+        mkdir $path, $was[2] & 07777 or next;
+        chown $was[4], $was[5], $path;
+        chmod $was[2] & 07777, $path;
+    }
 }
 
 # An administrator's a2dismod/a2enmod of spanprof is remembered under
@@ -161,7 +165,7 @@ sub snapshot {
     my %s;
     my @roots = ('/etc/nginx', '/etc/apache2', '/var/lib/apache2', '/usr/lib/nginx',
                  '/usr/lib/apache2/modules', '/usr/share/nginx/modules-available',
-                 $nginx_path, '/usr/bin/spanprof-dump',
+                 @nginx_paths, '/usr/bin/spanprof-dump',
                  '/usr/share/man/man1/spanprof-dump.1.gz',
                  (map { ("/usr/share/doc/$_", "/usr/share/lintian/overrides/$_",
                          glob("/var/lib/dpkg/info/$_.*")) } @pkgs),
@@ -251,6 +255,10 @@ is(readlink('/etc/nginx/modules-enabled/50-mod-http-spanprof.conf'),
    'nginx: modules-enabled/50-mod-http-spanprof.conf');
 ($rc, $out) = run_cmd({}, 'nginx', '-t');
 is($rc, 0, 'nginx: nginx -t with the system configuration') or diag($out);
+ok(-d '/var/lib/nginx/spanprof', 'nginx: the exporter path is beside the '
+   . 'client body temp path, /var/lib/nginx/spanprof');
+ok(@{ $nginx_path_was{'/usr/share/nginx/spanprof'} }
+   || !-e '/usr/share/nginx/spanprof', 'nginx: nothing is made under /usr');
 ($rc, $out) = run_cmd({}, 'nginx', '-T');
 like($out, qr{^load_module modules/ngx_http_spanprof_module\.so;$}m,
      'nginx: the system configuration loads the module');

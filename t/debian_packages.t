@@ -223,6 +223,7 @@ is(read_file("$root/etc/apache2/mods-available/spanprof.load"),
         my $text = read_file("$dir/libnginx-mod-http-spanprof.ctl/$s");
         $text =~ s{/etc/nginx/modules-enabled}{$en}g;
         $text =~ s{/usr/share/nginx/spanprof}{$dir/nginx-prefix-spanprof}g;
+        $text =~ s{/var/lib/nginx/spanprof}{$dir/nginx-state-spanprof}g;
         write_file("$dir/$s.sh", $text);
         my ($rc, $out) = run_cmd({ PATH => "$bin:$ENV{PATH}" }, 'sh', "$dir/$s.sh", @args);
         is($rc, 0, "nginx $s @args: exit 0") or diag($out);
@@ -241,11 +242,14 @@ is(read_file("$root/etc/apache2/mods-available/spanprof.load"),
     $run->('postinst', 'configure', "$sp_version-1");
     ok(!-l $link, 'upgrade: an administrator\'s removal is kept');
     $run->('postinst', 'configure', '');
-    # The directory nginx makes for the module's exporter path.
+    # The directory nginx makes for the module's exporter path (earlier
+    # builds: under its prefix).
     mkdir "$dir/nginx-prefix-spanprof";
+    mkdir "$dir/nginx-state-spanprof";
     $run->('postrm', 'purge');
     ok(!-l $link && !-l "$link.removed", 'purge: no link left');
-    ok(!-e "$dir/nginx-prefix-spanprof", 'purge: the exporter path nginx made is gone');
+    ok(!-e "$dir/nginx-state-spanprof", 'purge: the exporter path nginx made is gone');
+    ok(!-e "$dir/nginx-prefix-spanprof", 'purge: the one earlier builds made is gone');
 }
 
 # --- the apache2 maintainer scripts, with an apache2-maintscript-helper
