@@ -918,14 +918,20 @@ spanprof_fixups(request_rec *r)
         return DECLINED;
     }
     if (spanprof_policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
-        /* The values live in the initial request's pool, as long as any
-         * request made from it. */
-        apr_table_setn(r->headers_in, "traceparent", sr->traceparent);
+        /*
+         * The values live in the initial request's pool, as long as any
+         * request made from it. tracestate first: the table compares a
+         * name with strcasecmp only to the entries that start with the
+         * same four letters, and traceparent, once added, would be one of
+         * them (~95 instructions a request, callgrind). Two different
+         * names, so the table ends the same in either order.
+         */
         if (sr->tracestate != NULL) {
             apr_table_setn(r->headers_in, "tracestate", sr->tracestate);
         } else {
             apr_table_unset(r->headers_in, "tracestate");
         }
+        apr_table_setn(r->headers_in, "traceparent", sr->traceparent);
     }
     if (spanprof_policy.propagators & SP_PROPAGATOR_BAGGAGE) {
         if (sr->baggage != NULL) {
