@@ -42,6 +42,11 @@
 #define SPANPROF_RING_BYTES  (1024 * 1024)
 #define SPANPROF_SHM_KEY     "spanprof-shm"
 
+/* Where a traceparent, "00-{trace-id}-{parent-id}-{flags}", has the ids in
+ * hex. */
+#define SPANPROF_TP_TRACE_ID  3
+#define SPANPROF_TP_SPAN_ID   (SPANPROF_TP_TRACE_ID + 2 * SP_TRACE_ID_SIZE + 1)
+
 APLOG_USE_MODULE(spanprof);
 
 module AP_MODULE_DECLARE_DATA spanprof_module;
@@ -74,6 +79,8 @@ typedef struct {
     sp_entry      entry;
     request_rec  *initial;
     const char   *traceparent;
+    char          trace_id[2 * SP_TRACE_ID_SIZE + 1];   /* hex, for the */
+    char          span_id[2 * SP_SPAN_ID_SIZE + 1];     /* variables */
     const char   *tracestate;
     const char   *baggage;
     int           sampling;    /* its span is open in the sampler */
@@ -750,7 +757,6 @@ static const char *const spanprof_env_names[] = {
 static void
 spanprof_set_env(request_rec *r, spanprof_request *sr)
 {
-    char        *ids;
     const char  *value[5];
     int          i;
 
@@ -760,15 +766,9 @@ spanprof_set_env(request_rec *r, spanprof_request *sr)
         }
         return;
     }
-    /* Both ids in one piece of the request's pool, which every other
-     * value lives in already: the table keeps pointers, no copies. */
-    ids = apr_palloc(r->pool, 2 * SP_TRACE_ID_SIZE + 1
-                              + 2 * SP_SPAN_ID_SIZE + 1);
-    sp_hex_format(sr->entry.ctx.trace_id, SP_TRACE_ID_SIZE, ids);
-    sp_hex_format(sr->entry.ctx.span_id, SP_SPAN_ID_SIZE,
-                  ids + 2 * SP_TRACE_ID_SIZE + 1);
-    value[0] = ids;
-    value[1] = ids + 2 * SP_TRACE_ID_SIZE + 1;
+    /* All in the initial request's pool: the table keeps pointers. */
+    value[0] = sr->trace_id;
+    value[1] = sr->span_id;
     value[2] = sr->traceparent;
     value[3] = sr->baggage ? sr->baggage : "";
     value[4] = sr->entry.selection.profiled ? "1" : "0";
@@ -841,6 +841,15 @@ spanprof_begin(request_rec *r)
                    sizeof(scratch), &sr->entry);
     sr->initial = r;
     sr->traceparent = sr->entry.traceparent;       /* sr is in the pool */
+    /* The ids as the variables show them are in the traceparent already,
+     * in the same lower-case hex: copied, not formatted again (~75
+     * instructions, callgrind). */
+    memcpy(sr->trace_id, sr->traceparent + SPANPROF_TP_TRACE_ID,
+           2 * SP_TRACE_ID_SIZE);
+    sr->trace_id[2 * SP_TRACE_ID_SIZE] = '\0';
+    memcpy(sr->span_id, sr->traceparent + SPANPROF_TP_SPAN_ID,
+           2 * SP_SPAN_ID_SIZE);
+    sr->span_id[2 * SP_SPAN_ID_SIZE] = '\0';
     sr->tracestate = sr->entry.tracestate
         ? apr_pstrmemdup(r->pool, sr->entry.tracestate,
                          sr->entry.tracestate_len) : NULL;
