@@ -730,12 +730,15 @@ spanprof_request_done(void *data)
     h.client_address = r->useragent_ip;
     h.client_address_len = r->useragent_ip ? strlen(r->useragent_ip) : 0;
     h.peer_address = r->connection->client_ip;
-    h.peer_address_len = h.peer_address ? strlen(h.peer_address) : 0;
+    /* The same string where no mod_remoteip named another client. */
+    h.peer_address_len = h.peer_address == h.client_address
+                         ? h.client_address_len
+                         : h.peer_address ? strlen(h.peer_address) : 0;
     h.protocol_version = r->proto_num >= HTTP_VERSION(2, 0) ? "2"
                          : r->proto_num == HTTP_VERSION(1, 0) ? "1.0"
                          : r->proto_num == HTTP_VERSION(0, 9) ? "0.9"
                          : "1.1";
-    h.protocol_version_len = strlen(h.protocol_version);
+    h.protocol_version_len = h.protocol_version[1] == '\0' ? 1 : 3;
     h.user_agent = spanprof_header(r, "User-Agent", &h.user_agent_len);
     spanprof_note_outcome(sr);
     h.status = sr->status;
