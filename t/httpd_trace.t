@@ -173,6 +173,9 @@ EXTRA
     is($span && attribute($span->{attributes}, 'http.response.status_code'), 200,
        "$mpm: status code");
     is($span && attribute($span->{attributes}, 'url.path'), '/proxy', "$mpm: url.path");
+    is($span && attribute($span->{resource}{attributes},
+                          'process.executable.name'),
+       'apache2', "$mpm: resource process.executable.name is the server's");
     my @mine = grep { $heavy{ $_->{labels}{trace_id} // '' } } @$samples;
     ok(@mine >= 5, "$mpm: samples under the heavy requests' ids")
         or diag(scalar(@$samples) . ' samples');

@@ -234,6 +234,10 @@ if ($vspan) {
        'resource: service.name');
     is(attribute($vspan->{resource}{attributes}, 'process.runtime.name'),
        'nginx', 'resource: process.runtime.name');
+    # The worker's executable, as process.pid is the worker's: not the
+    # exporter's, which sends the span.
+    is(attribute($vspan->{resource}{attributes}, 'process.executable.name'),
+       'nginx', 'resource: process.executable.name');
 }
 ok(!(grep { $_->{traceId} eq $IN_TRACE && $_->{spanId} eq $us } @$spans),
    'the span under an unsampled parent is not exported');

@@ -55,7 +55,9 @@ typedef struct sp_exporter_launch {
     const sp_config *config;        /* the effective configuration */
     const char      *server;        /* "nginx" or "httpd" */
     const char      *server_version;
-    const char      *server_exe;    /* process.executable.name comes from it */
+    const char      *server_exe;    /* process.executable.name comes from it;
+                                       a link ("/proc/self/exe") is read by
+                                       the server before the exporter starts */
     int              region_fd;
     int              log_fd;        /* -1: keep the parent's stdout/stderr */
     const char      *log_level;     /* SP_EXPORTER_LOG_LEVEL_ENV's value;

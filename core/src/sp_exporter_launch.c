@@ -61,10 +61,39 @@ sp_plan_copy(char *block, size_t *used, const char *s)
     return p;
 }
 
+/*
+ * The server's executable as this process sees it: a link such as
+ * "/proc/self/exe" (what the adapters pass) read here, in the server,
+ * since the exporter would read its own there and the server's
+ * /proc/PID/exe is not readable to it (another user, or not dumpable).
+ * The kernel's " (deleted)" mark of a replaced binary is dropped: the
+ * path names the program again once the new one is in place.
+ */
+static const char *
+sp_server_exe(const char *path, char *buf, size_t size)
+{
+    static const char deleted[] = " (deleted)";
+    size_t            d = sizeof(deleted) - 1;
+    ssize_t           n;
+
+    if (path == NULL || path[0] == '\0') {
+        return "";
+    }
+    n = readlink(path, buf, size - 1);
+    if (n <= 0 || (size_t)n >= size - 1) {
+        return path;
+    }
+    buf[n] = '\0';
+    if ((size_t)n > d && memcmp(buf + n - d, deleted, d) == 0) {
+        buf[n - d] = '\0';
+    }
+    return buf;
+}
+
 static sp_status
 sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
 {
-    char        fdtext[16], value[8192];
+    char        fdtext[16], value[8192], exe[PATH_MAX];
     const char *path_env = getenv("PATH");
     const char *fixed[5][2];
     size_t      i, bytes = 0, used, nenv = 0, nargs = 0, nptr;
@@ -78,7 +107,7 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
     fixed[2][0] = SP_EXPORTER_VERSION_ENV;
     fixed[2][1] = l->server_version != NULL ? l->server_version : "";
     fixed[3][0] = SP_EXPORTER_EXE_ENV;
-    fixed[3][1] = l->server_exe != NULL ? l->server_exe : "";
+    fixed[3][1] = sp_server_exe(l->server_exe, exe, sizeof(exe));
     fixed[4][0] = SP_EXPORTER_LOG_LEVEL_ENV;
     fixed[4][1] = l->log_level != NULL ? l->log_level : "";
     if (path_env == NULL || path_env[0] == '\0') {

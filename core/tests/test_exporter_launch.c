@@ -336,6 +336,54 @@ restarts_are_prompt_after_a_long_run_and_back_off_after_short_ones(
     assert_int_equal(sp_exporter_restarts_delay(&r, now + 1), 0);
 }
 
+/*
+ * process.executable.name is the server's: "/proc/self/exe" (what both
+ * adapters pass) is resolved by the server before it starts the exporter,
+ * where it would name spanprof-exporter itself.
+ */
+static void
+server_exe_is_resolved_in_the_server(void **state)
+{
+    sp_config  *c = sp_config_create(SP_SERVER_NGINX);
+    const char *args[] = { "-c", "echo EXE=$SPANPROF_SERVER_EXE", NULL };
+    char        self[4096], want[4200], out[8192];
+    sp_exporter_launch l;
+    sp_shm      shm;
+    int         p[2], pid, status;
+    ssize_t     n, r;
+    size_t      got = 0;
+
+    (void)state;
+    sp_config_complete(c, no_env, NULL, NULL, NULL);
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    assert_true(n > 0);
+    self[n] = '\0';
+    snprintf(want, sizeof(want), "EXE=%s\n", self);
+
+    assert_int_equal(sp_shm_create(1, 4096, &shm), SP_OK);
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    memset(&l, 0, sizeof(l));
+    l.path = "/bin/sh";
+    l.config = c;
+    l.server = "nginx";
+    l.server_version = "1.22.1";
+    l.server_exe = "/proc/self/exe";
+    l.region_fd = shm.fd;
+    l.log_fd = p[1];
+    l.args = args;
+    assert_int_equal(sp_exporter_spawn(&l, &pid), SP_OK);
+    close(p[1]);
+    while ((r = read(p[0], out + got, sizeof(out) - 1 - got)) > 0) {
+        got += (size_t)r;
+    }
+    out[got] = '\0';
+    close(p[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    sp_shm_close(&shm);
+    sp_config_destroy(c);
+    assert_string_equal(out, want);
+}
+
 int
 main(void)
 {
@@ -343,6 +391,7 @@ main(void)
         cmocka_unit_test(
             child_gets_the_effective_configuration_and_nothing_else),
         cmocka_unit_test(child_has_only_its_descriptors_and_default_signals),
+        cmocka_unit_test(server_exe_is_resolved_in_the_server),
         cmocka_unit_test(
             missing_executable_exits_127_and_says_why),
         cmocka_unit_test(child_gets_sigterm_when_the_supervisor_dies),
