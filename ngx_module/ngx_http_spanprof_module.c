@@ -1638,8 +1638,11 @@ ngx_http_spanprof_find(ngx_list_t *headers, ngx_http_spanprof_found_t *f)
 
 
 /*
- * The first traceparent; tracestate and baggage are list headers, so
- * repeated ones are joined with "," as one value (W3C says so for both).
+ * The traceparent when it came once: it is no list header, so two make
+ * one invalid value (RFC 9110 section 5.3; httpd joins them so), and a
+ * new trace starts, as W3C's test suite asks (test_traceparent_duplicated).
+ * tracestate and baggage are list headers, so repeated ones are joined
+ * with "," as one value (W3C says so for both).
  */
 static void
 ngx_http_spanprof_read_headers(ngx_http_request_t *r,
@@ -1656,7 +1659,7 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r,
     }
 
     h = f->first[NGX_HTTP_SPANPROF_TRACEPARENT];
-    if (h != NULL) {
+    if (h != NULL && !(f->repeated & NGX_HTTP_SPANPROF_TRACEPARENT)) {
         in->traceparent = (char *) h->value.data;
         in->traceparent_len = h->value.len;
     }

@@ -85,6 +85,14 @@ sub cases {
                  headers => [ [ traceparent => $_->[1] ],
                               [ tracestate => 'rojo=00f067aa0ba902b7' ] ] } }
              @invalid),
+        # Not a list header: two are one invalid value (RFC 9110 5.3), and
+        # W3C's test suite (test_traceparent_duplicated) wants a new trace.
+        { name => 'invalid traceparent: two traceparent headers',
+          invalid => 1,
+          headers => [ [ traceparent => "$tp-01" ],
+                       [ traceparent => '00-' . reverse($IN_TRACE)
+                                        . "-$IN_PARENT-01" ],
+                       [ tracestate => 'rojo=00f067aa0ba902b7' ] ] },
         { name => 'tracestate', parent => 1,
           tracestate => 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE',
           headers => [ [ traceparent => "$tp-01" ],
