@@ -166,6 +166,7 @@ static void ngx_http_spanprof_warn(void *ctx, const char *message);
 static ngx_int_t ngx_http_spanprof_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_spanprof_keep_env(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir);
 static ngx_int_t ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
     ngx_http_spanprof_main_conf_t *smcf);
@@ -866,7 +867,62 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
         ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
     }
 
+    if (ngx_http_spanprof_keep_env(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_spanprof_add_exporter_path(cf, smcf);
+}
+
+
+/*
+ * The variables the exporter takes from the server's environment as they
+ * are (SP_EXPORTER_PASSED_ENV: SPANPROF_CONSOLE_PATH, the text format,
+ * SSL_CERT_FILE...): nginx clears the environment of the processes it
+ * starts, the exporter's manager among them, but for TZ and the names of
+ * its env directives, so each is added as "env NAME;" would, unless one
+ * names it already.
+ */
+static ngx_int_t
+ngx_http_spanprof_keep_env(ngx_conf_t *cf)
+{
+    size_t            len;
+    ngx_str_t        *var;
+    ngx_uint_t        i, j;
+    ngx_core_conf_t  *ccf;
+
+    static const char *const  passed[] = SP_EXPORTER_PASSED_ENV;
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
+                                           ngx_core_module);
+
+    for (i = 0; passed[i] != NULL; i++) {
+        len = ngx_strlen(passed[i]);
+        var = ccf->env.elts;
+
+        for (j = 0; j < ccf->env.nelts; j++) {
+            if (var[j].len >= len
+                && ngx_strncmp(var[j].data, passed[i], len) == 0
+                && (var[j].len == len || var[j].data[len] == '='))
+            {
+                break;
+            }
+        }
+
+        if (j < ccf->env.nelts) {
+            continue;
+        }
+
+        var = ngx_array_push(&ccf->env);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->data = (u_char *) passed[i];
+        var->len = len;
+    }
+
+    return NGX_OK;
 }
 
 
