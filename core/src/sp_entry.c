@@ -297,7 +297,9 @@ sp_put_name(unsigned char *p, const sp_entry_method *m,
 /* The longest key below, and how many attributes an entry span has. Keys
  * are ASCII: one never grows, and takes its tag and one byte of length. */
 #define SP_ENTRY_KEY_MAX    32
-#define SP_ENTRY_ATTRS      14
+#define SP_ENTRY_ATTRS      15
+/* error.type: a status code in decimal, at most INT64_MAX's 19 digits. */
+#define SP_ENTRY_STATUS_DIGITS 20
 
 /*
  * The most a value of len bytes takes once cut, for the reservation: a
@@ -329,6 +331,7 @@ sp_entry_max(const sp_entry_method *m, const sp_entry_http *h,
            + SP_SPAN_TEXT_MAX(sp_tracestate_len(rec))
            + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA + 2 + SP_ENTRY_KEY_MAX
                                + SP_SPAN_TEXT_MAX(0))
+           + 3 * SP_ENTRY_STATUS_DIGITS
            + 3 * (sp_value_max(m->value_len) + sp_value_max(m->original_len)
                   + sp_value_max(h->path_len) + sp_value_max(h->query_len)
                   + sp_value_max(scheme_len) + sp_value_max(h->route_len)
@@ -349,6 +352,24 @@ sp_put_value(unsigned char *p, const char *key, size_t key_len,
     }
     return sp_put_attr_string(p, key, key_len, v,
                               sp_cut(v, len, SP_SPAN_STRING_MAX));
+}
+
+/* n (> 0) in decimal into out; its length. */
+static size_t
+sp_decimal(int64_t n, char out[SP_ENTRY_STATUS_DIGITS])
+{
+    char     tmp[SP_ENTRY_STATUS_DIGITS];
+    size_t   len = 0, i;
+    uint64_t v = (uint64_t)n;
+
+    do {
+        tmp[len++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0 && len < sizeof(tmp));
+    for (i = 0; i < len; i++) {
+        out[i] = tmp[len - 1 - i];
+    }
+    return len;
 }
 
 /*
@@ -377,6 +398,15 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
     if (h->status > 0) {
         p = sp_put_attr_number(p, SP_KEY("http.response.status_code"),
                                SP_VALUE_INT, h->status);
+    }
+    /* The HTTP conventions' error.type of a request that ended in an
+     * error status (5xx on a server, as the span's status Error): the
+     * code as a string. */
+    if (h->status >= 500) {
+        char   code[SP_ENTRY_STATUS_DIGITS];
+        size_t n = sp_decimal(h->status, code);
+
+        p = sp_put_value(p, SP_KEY("error.type"), code, n);
     }
     p = sp_put_value(p, SP_KEY("http.route"), h->route, h->route_len);
     p = sp_put_value(p, SP_KEY("server.address"), origin->server.host,

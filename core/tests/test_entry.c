@@ -279,6 +279,78 @@ finished_span_record_carries_spec_attributes(void **state)
     free(mem);
 }
 
+/* The value of the string attribute key in span m, or NULL. */
+static const char *
+string_attribute(const Opentelemetry__Proto__Trace__V1__Span *m,
+    const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < m->n_attributes; i++) {
+        if (strcmp(m->attributes[i]->key, key) == 0
+            && m->attributes[i]->value->value_case
+               == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
+        {
+            return m->attributes[i]->value->string_value;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * HTTP server conventions: error.type is conditionally required when the
+ * request ended in an error, and a status that makes the span's status
+ * Error (5xx on a server) gives it as the code's decimal string; a 4xx,
+ * which leaves a server span's status unset, gives none.
+ */
+static void
+error_type_is_the_status_code_of_a_5xx(void **state)
+{
+    static const struct { int64_t status; const char *want; } cases[] = {
+        { 503, "503" }, { 500, "500" }, { 599, "599" }, { 404, NULL },
+        { 200, NULL }, { 499, NULL }, { 0, NULL },
+        { INT64_MAX, "9223372036854775807" },
+    };
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.1);
+    sp_entry        e;
+    sp_entry_http   h;
+    sp_record_view  v;
+    sp_span_view    sv;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+    const char     *got;
+    void           *mem;
+    sp_region      *region;
+    sp_ring        *ring;
+    size_t          i;
+
+    (void)state;
+    ring = one_ring(65536, &mem, &region);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        e = begin(&p, NULL, NULL, NULL);
+        memset(&h, 0, sizeof(h));
+        h.method = "GET"; h.method_len = 3;
+        h.path = "/"; h.path_len = 1;
+        h.status = cases[i].status;
+        assert_int_equal(sp_entry_finish(&p, &e, &h, ring), SP_OK);
+        assert_int_equal(sp_ring_read(ring, &v), SP_OK);
+        assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
+        m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
+                                                          sv.otlp);
+        assert_non_null(m);
+        got = string_attribute(m, "error.type");
+        if (cases[i].want == NULL) {
+            assert_null(got);
+        } else {
+            assert_non_null(got);
+            assert_string_equal(got, cases[i].want);
+        }
+        opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+        assert_int_equal(sp_ring_consume(ring, &v), SP_OK);
+    }
+    sp_region_detach(region);
+    free(mem);
+}
+
 /*
  * Strings of every length up to past their limit, each byte one that
  * repair triples: the span is written in the room its worst case needs
@@ -583,6 +655,7 @@ main(void)
         cmocka_unit_test(samplers_decide_recording),
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
+        cmocka_unit_test(error_type_is_the_status_code_of_a_5xx),
         cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
         cmocka_unit_test(server_is_where_the_client_addressed_the_request),
         cmocka_unit_test(

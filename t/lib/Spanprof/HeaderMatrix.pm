@@ -219,6 +219,7 @@ sub check_case {
         'url.path'                  => $path,
         'url.scheme'                => 'http',
         'http.response.status_code' => $status,
+        'error.type'                => $status >= 500 ? "$status" : undef,
         'http.route'                => $route,
         'server.address'            => '127.0.0.1',
         'server.port'               => $o{port},
