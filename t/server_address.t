@@ -103,6 +103,10 @@ sub cases {
           [ 'Forwarded: for=192.0.2.60;proto=https;host=fwd.example',
             'X-Forwarded-Proto: http', 'Host: inner.example:81' ],
           'fwd.example', 443, 'https' ],
+        [ 'Forwarded: only its first element, the client\'s', undef,
+          [ 'Forwarded: for=192.0.2.1, for=10.0.0.2;host="lb.internal:8080"'
+            . ';proto=http', 'X-Forwarded-Proto: https',
+            'Host: shop.example' ], 'shop.example', 443, 'https' ],
         [ 'a scheme that is none is passed over', undef,
           [ 'X-Forwarded-Proto: <b>', 'Host: shop.example' ],
           'shop.example', 80, 'http' ],

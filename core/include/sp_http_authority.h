@@ -43,12 +43,12 @@ SP_API bool sp_is_scheme(const char *s, size_t len);
 
 /*
  * The parameter name (host, proto; any case) of a Forwarded header (RFC
- * 7239): the first one, in the element a proxy nearest the client wrote
- * first. Its value is a token, or a quoted string without escapes (a
- * host or scheme has no need of them); a host with a port must be quoted
- * by the RFC, but proxies that leave it bare are read as well.
- * SP_ERR_NOT_FOUND when no element has one, SP_ERR_INVALID when the
- * header is malformed before it.
+ * 7239) in its first element, the one the proxy nearest the client wrote
+ * (empty elements before it do not count). Its value is a token, or a
+ * quoted string without escapes (a host or scheme has no need of them);
+ * a host with a port must be quoted by the RFC, but proxies that leave it
+ * bare are read as well. SP_ERR_NOT_FOUND when the first element has
+ * none, SP_ERR_INVALID when the header is malformed before its end.
  */
 SP_API sp_status sp_forwarded_param(const char *s, size_t len,
                                     const char *name, size_t name_len,

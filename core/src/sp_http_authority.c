@@ -160,6 +160,7 @@ sp_forwarded_param(const char *s, size_t len, const char *want,
 {
     const char *v = NULL;
     size_t      i = 0, name, name_len, v_len = 0;
+    bool        in_element = false;
 
     if (s == NULL) {
         return SP_ERR_NOT_FOUND;
@@ -169,10 +170,19 @@ sp_forwarded_param(const char *s, size_t len, const char *want,
         if (i == len) {
             return SP_ERR_NOT_FOUND;
         }
+        /*
+         * Only the first element is the client's: each proxy appends one
+         * with what it received, so a host= further on is a hop's inside
+         * the chain, not the host the client asked for.
+         */
+        if (s[i] == ',' && in_element) {
+            return SP_ERR_NOT_FOUND;
+        }
         if (s[i] == ';' || s[i] == ',') {   /* an empty pair or element */
             i++;
             continue;
         }
+        in_element = true;
         name = i;
         while (i < len && sp_is_tchar((unsigned char)s[i])) {
             i++;

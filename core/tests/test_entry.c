@@ -615,6 +615,11 @@ server_is_where_the_client_addressed_the_request(void **state)
     assert_string_equal(server_of("for=192.0.2.1;host=\"fwd.example:444\"",
                                   "xfh.example", "inner", NULL, 80),
                         "fwd.example|444");
+    /* a later element of Forwarded is a hop's inside the chain */
+    assert_string_equal(origin_of("for=a, for=b;host=lb.internal:8080;"
+                                  "proto=http", "https", NULL,
+                                  "shop.example", NULL, 80),
+                        "https|shop.example|443");
     /* passed over: no host in Forwarded, not an authority */
     assert_string_equal(server_of("for=192.0.2.1", "xfh.example",
                                   "inner", NULL, 80), "xfh.example|");

@@ -99,7 +99,7 @@ what_is_no_authority_is_refused(void **state)
 }
 
 static void
-forwarded_host_is_the_first_one(void **state)
+forwarded_host_is_the_first_elements(void **state)
 {
     (void)state;
     assert_string_equal(forwarded("host=example.com"), "example.com");
@@ -109,8 +109,11 @@ forwarded_host_is_the_first_one(void **state)
     assert_string_equal(forwarded("for=a;HOST=first.example, "
                                   "for=b;host=second.example"),
                         "first.example");
+    /* a later element's is a hop's inside the chain, not the client's */
     assert_string_equal(forwarded("for=a, for=b;host=second.example"),
-                        "second.example");
+                        "none");
+    assert_string_equal(forwarded(" , for=a;host=first.example"),
+                        "first.example");
     assert_string_equal(forwarded(" ;; host = x"), "invalid");
     assert_string_equal(forwarded(",,;host=x ; for=y"), "x");
     assert_string_equal(forwarded("Host=\"[::1]:8443\""), "[::1]:8443");
@@ -197,7 +200,7 @@ main(void)
         cmocka_unit_test(authorities_give_host_and_port),
         cmocka_unit_test(reg_name_bytes_are_rfc3986s),
         cmocka_unit_test(what_is_no_authority_is_refused),
-        cmocka_unit_test(forwarded_host_is_the_first_one),
+        cmocka_unit_test(forwarded_host_is_the_first_elements),
         cmocka_unit_test(forwarded_without_host_or_malformed),
         cmocka_unit_test(forwarded_proto_and_schemes),
         cmocka_unit_test(list_first_is_the_clients),
