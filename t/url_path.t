@@ -26,7 +26,7 @@ plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 
 my $serial = 0;
 
-# [request target, url.path, url.query ('' when left out)]
+# [request target, url.path, url.query ('' when left out), server only]
 my @cases = (
     [ '/index.html?q=1%202&x', '/index.html', 'q=1%202&x' ],
     [ '/a%3Fb%20c', '/a%3Fb%20c', '' ],
@@ -36,6 +36,11 @@ my @cases = (
     [ 'http://h.example/p%20q?x=%2F', '/p%20q', 'x=%2F' ],
     [ 'http://h.example?x=/y', '', 'x=/y' ],
     [ '/old/x%41?orig=1', '/old/x%41', 'orig=1' ],   # rewritten
+    # a fragment, which clients should not send, is no part of either
+    # (nginx answers such a request; httpd refuses it, before the headers)
+    [ '/index.html#top', '/index.html', '', 'nginx' ],
+    [ '/index.html?q=1#top', '/index.html', 'q=1', 'nginx' ],
+    [ '/index.html#top?q=1', '/index.html', '', 'nginx' ],
 );
 
 sub span_of {
@@ -47,7 +52,8 @@ sub span_of {
 sub check {
     my ($server, $recv, $port, $h2) = @_;
     for my $c (@cases) {
-        my ($target, $path, $query) = @$c;
+        my ($target, $path, $query, $only) = @$c;
+        next if $only && $only ne $server;
         my $trace = sprintf '%032x', 0x0a7e00 + ++$serial;
         my $answer = raw_answer($port, "GET $target HTTP/1.1\r\n"
             . "Host: 127.0.0.1\r\nConnection: close\r\n"
