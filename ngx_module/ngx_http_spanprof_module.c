@@ -167,6 +167,8 @@ static ngx_int_t ngx_http_spanprof_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_keep_env(ngx_conf_t *cf);
+static void ngx_http_spanprof_address(ngx_str_t *text, const char **data,
+    size_t *len);
 static ngx_int_t ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir);
 static ngx_int_t ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
     ngx_http_spanprof_main_conf_t *smcf);
@@ -2235,6 +2237,26 @@ ngx_http_spanprof_authority(ngx_http_request_t *r, sp_entry_http *h)
 }
 
 
+/*
+ * An address as the conventions write it: nginx's text for a peer of a
+ * unix-domain listener is "unix:" and the socket's name, which such a
+ * peer seldom has; the name alone, or none.
+ */
+static void
+ngx_http_spanprof_address(ngx_str_t *text, const char **data, size_t *len)
+{
+    *data = (char *) text->data;
+    *len = text->len;
+
+    if (text->len >= sizeof("unix:") - 1
+        && ngx_strncmp(text->data, "unix:", sizeof("unix:") - 1) == 0)
+    {
+        *data += sizeof("unix:") - 1;
+        *len -= sizeof("unix:") - 1;
+    }
+}
+
+
 /* The span record of a request, into the worker's ring. */
 static void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
@@ -2342,10 +2364,10 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     }
 
     client = ctx->client.len > 0 ? &ctx->client : &c->addr_text;
-    h.client_address = (char *) client->data;
-    h.client_address_len = client->len;
-    h.peer_address = (char *) ctx->peer.data;
-    h.peer_address_len = ctx->peer.len;
+    ngx_http_spanprof_address(client, &h.client_address,
+                              &h.client_address_len);
+    ngx_http_spanprof_address(&ctx->peer, &h.peer_address,
+                              &h.peer_address_len);
 
     h.protocol_version = "1.1";
     h.protocol_version_len = 3;

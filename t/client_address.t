@@ -71,6 +71,28 @@ SERVER
     stop($nginx);
 }
 
+# A unix-domain listener: its peer has no address (nginx's "unix:" is a
+# placeholder, not one), so neither attribute is there.
+{
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $port = nginx_conf($dir, server => "        listen unix:$dir/s.sock;");
+    my $nginx = nginx_start($dir, $port, %env,
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
+    ok($nginx, 'nginx starts with a unix-domain listener')
+        or diag(read_file("$dir/error.log"));
+    my $trace = sprintf '%032x', 0xadd0 + ++$serial;
+    my $code = `curl -s -o /dev/null -w '%{http_code}' --unix-socket $dir/s.sock -H 'traceparent: 00-$trace-00f067aa0ba902b7-01' http://local/`;
+    is($code, 200, 'nginx: unix socket: answered');
+    my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $trace });
+    ok($span, 'nginx: unix socket: the span arrives');
+    for my $key (qw(client.address network.peer.address)) {
+        is(Spanprof::Receiver::attribute($span->{attributes} // [], $key),
+           undef, "nginx: unix socket: no $key");
+    }
+    stop($nginx);
+}
+
 {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
