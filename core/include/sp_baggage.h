@@ -104,8 +104,9 @@ SP_API sp_status sp_baggage_entry_at(const sp_baggage *b, size_t i,
     sp_baggage_entry *e);
 
 /*
- * The value of the first member whose key is exactly key (keys are
- * case-sensitive), percent-decoded into out (not NUL-terminated). Byte
+ * The value of the last member whose key is exactly key (keys are
+ * case-sensitive; the last, as OpenTelemetry's propagators read a key
+ * given twice), percent-decoded into out (not NUL-terminated). Byte
  * sequences that are not UTF-8 come out as U+FFFD, as the Baggage spec
  * requires of decoders. SP_ERR_NOT_FOUND when no member has that key,
  * SP_ERR_TOO_LONG when out is too small: the value's encoded length always

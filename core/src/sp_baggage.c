@@ -384,8 +384,19 @@ sp_baggage_get(const sp_baggage *b, const char *key, char *out, size_t cap,
     sp_baggage_entry e;
     size_t i;
 
-    i = sp_find(b, key, strlen(key));
-    if (sp_baggage_entry_at(b, i, &e) != SP_OK) {
+    size_t key_len = strlen(key);
+
+    /*
+     * The last of several: what OpenTelemetry's propagators make of a
+     * repeated key (each member put into a map in turn), so that a trace
+     * this server selects is one the services behind it select too.
+     */
+    for (i = b->count; i > 0; i--) {
+        if (sp_key_is(b, i - 1, key, key_len)) {
+            break;
+        }
+    }
+    if (i == 0 || sp_baggage_entry_at(b, i - 1, &e) != SP_OK) {
         return SP_ERR_NOT_FOUND;
     }
     return sp_decode_value(e.value, e.value_len, out, cap, out_len);

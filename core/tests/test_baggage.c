@@ -236,16 +236,18 @@ skips_empty_list_members_without_counting_them(void **state)
 }
 
 static void
-get_percent_decodes_the_first_member_with_the_key(void **state)
+get_percent_decodes_the_last_member_with_the_key(void **state)
 {
     char out[64];
     size_t n;
 
     (void)state;
-    parse(&bag, "x=1,k=a%20b%2cc%2C%41,k=second,K=upper");
+    parse(&bag, "x=1,k=first,k=a%20b%2cc%2C%41,K=upper");
     assert_int_equal(sp_baggage_get(&bag, "k", out, sizeof(out), &n), SP_OK);
     assert_int_equal(n, 7);
     assert_memory_equal(out, "a b,c,A", 7);
+    assert_int_equal(sp_baggage_get(&bag, "x", out, sizeof(out), &n), SP_OK);
+    assert_memory_equal(out, "1", 1);
     /* Keys are case-sensitive. */
     assert_int_equal(sp_baggage_get(&bag, "K", out, sizeof(out), &n), SP_OK);
     assert_memory_equal(out, "upper", 5);
@@ -638,7 +640,7 @@ main(void)
         T(accepts_an_empty_value),
         T(drops_each_malformed_member_alone),
         T(skips_empty_list_members_without_counting_them),
-        T(get_percent_decodes_the_first_member_with_the_key),
+        T(get_percent_decodes_the_last_member_with_the_key),
         T(get_reports_a_too_small_output),
         T(get_replaces_what_is_not_utf8_with_u_fffd),
         T(keeps_180_members_and_drops_the_181st),

@@ -232,18 +232,20 @@ received_off_or_anything_else_does_not_select(void **state)
     }
 }
 
+/* As OpenTelemetry's propagators read a repeated key: the services
+ * behind this one decide as it does. */
 static void
-the_first_of_duplicate_entries_counts(void **state)
+the_last_of_duplicate_entries_counts(void **state)
 {
     sp_selection s;
 
     (void)state;
     s = decide_received("splunk.trace.snapshot.volume=off,"
                         "splunk.trace.snapshot.volume=highest", 0, true);
-    assert_int_equal(s.volume, SP_SNAPSHOT_OFF);
+    assert_int_equal(s.volume, SP_SNAPSHOT_HIGHEST);
     s = decide_received("splunk.trace.snapshot.volume=highest,"
                         "splunk.trace.snapshot.volume=off", 0, true);
-    assert_int_equal(s.volume, SP_SNAPSHOT_HIGHEST);
+    assert_int_equal(s.volume, SP_SNAPSHOT_OFF);
 }
 
 static void
@@ -419,7 +421,7 @@ main(void)
         T(received_highest_selects_and_is_kept),
         T(received_highest_is_compared_percent_decoded),
         T(received_off_or_anything_else_does_not_select),
-        T(the_first_of_duplicate_entries_counts),
+        T(the_last_of_duplicate_entries_counts),
         T(the_key_is_case_sensitive),
         T(received_entry_with_a_recorded_flag_off_is_not_profiled),
         T(missing_entry_is_decided_by_trace_id_and_set),
