@@ -16,6 +16,7 @@
  *   sample.label  per SPEC section 5, in this order:
  *     source.event.time   num: unix time of the sample, ms
  *     source.event.period num: ms since the thread's previous sample
+ *                         of the same source
  *                         (sp_sample.period_ns rounded; the profile's
  *                         period when the sample says 0)
  *     trace_id, span_id   str: 32 and 16 lowercase hex digits, only when

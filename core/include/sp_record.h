@@ -43,7 +43,7 @@ typedef enum sp_thread_state {
 typedef struct sp_sample {
     uint64_t        time_ns;        /* CLOCK_REALTIME, unix epoch */
     uint64_t        period_ns;      /* real time since this thread's
-                                       previous sample */
+                                       previous sample of this source */
     uint32_t        pid;
     uint32_t        tid;
     char            thread_name[SP_THREAD_NAME_SIZE]; /* NUL-terminated */

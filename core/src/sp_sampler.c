@@ -47,7 +47,11 @@ typedef struct sp_thread_slot {
     uint8_t          span_id[8];
     uint32_t         generation;    /* sampler whose timer this is */
     timer_t          timer;
-    uint64_t         last_sample_ns;
+    /* CLOCK_MONOTONIC of this thread's previous sample, per source
+     * (SP_SOURCE_SNAPSHOT - 1, SP_SOURCE_CONTINUOUS - 1): each source's
+     * period is the time since its own previous sample, not since the
+     * other source's. */
+    uint64_t         last_sample_ns[2];
 } sp_thread_slot;
 
 static __thread sp_thread_slot sp_tls
@@ -249,7 +253,7 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     sp_sample     smp;
     sp_ring_token tok;
     uint64_t      now = sp_clock_ns(CLOCK_MONOTONIC);
-    uint64_t      interval_ms;
+    uint64_t      interval_ms, *last;
     void         *dst;
     int           n, max = s->o.max_depth;
     bool          truncated = false;
@@ -267,11 +271,12 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     smp.time_ns = sp_clock_ns(CLOCK_REALTIME);
     interval_ms = source == SP_SOURCE_SNAPSHOT ? s->o.snapshot_interval_ms
                                                : s->o.continuous_interval_ms;
-    /* The real time since this thread's previous sample; the first one
-     * counts one interval. */
-    smp.period_ns = t->last_sample_ns != 0 && now > t->last_sample_ns
-                    ? now - t->last_sample_ns : interval_ms * 1000000ull;
-    t->last_sample_ns = now;
+    /* The real time since this thread's previous sample of this source,
+     * idle time included; the first one counts one interval. */
+    last = &t->last_sample_ns[source == SP_SOURCE_SNAPSHOT ? 0 : 1];
+    smp.period_ns = *last != 0 && now > *last ? now - *last
+                                              : interval_ms * 1000000ull;
+    *last = now;
     smp.pid = s->pid;
     smp.tid = (uint32_t)sp_gettid();
     (void)prctl(PR_GET_NAME, smp.thread_name);

@@ -610,6 +610,71 @@ continuous_covers_every_running_thread_but_its_own(void **state)
     fx_close(&fx);
 }
 
+/*
+ * Both sources on one thread: each sample's period is the time since the
+ * previous sample of its own source on that thread, so a snapshot sample
+ * just after a continuous one still says about one snapshot interval.
+ * time_ns (realtime) and period_ns (monotonic) are read microseconds
+ * apart in the handler; a few samples may differ by a descheduling.
+ */
+static void
+each_source_keeps_its_own_period(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 10,
+                             .continuous_interval_ms = 7 };
+    atomic_bool  stop = false;
+    busy_thread  b = { &stop, 0, true, NULL };
+    pthread_t    th;
+    fixture      fx;
+    uint64_t     prev[3] = { 0 }, diff, off;
+    size_t       i, n[3] = { 0 }, wrong = 0;
+    sp_sampler  *s;
+    int          waited;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    b.sampler = s;
+    assert_int_equal(pthread_create(&th, NULL, run_busy_thread, &b), 0);
+    for (waited = 0; waited < 30000; waited += 100) {
+        usleep(100000);
+        if (waited >= 600 && fx_min_per_thread(&fx, &b, 1) >= 60) {
+            break;
+        }
+    }
+    atomic_store(&stop, true);
+    pthread_join(th, NULL);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    for (i = 0; i < fx.count; i++) {
+        const sp_sample *g = &fx.got[i].s;
+
+        if (g->tid != (uint32_t)b.tid) {
+            continue;
+        }
+        assert_true(g->source == SP_SOURCE_SNAPSHOT
+                    || g->source == SP_SOURCE_CONTINUOUS);
+        if (prev[g->source] != 0 && g->time_ns > prev[g->source]) {
+            diff = g->time_ns - prev[g->source];
+            off = g->period_ns > diff ? g->period_ns - diff
+                                      : diff - g->period_ns;
+            wrong += off > diff / 4 + 1000000u;
+            n[g->source]++;
+        }
+        prev[g->source] = g->time_ns;
+    }
+    assert_true(n[SP_SOURCE_SNAPSHOT] >= 10);
+    assert_true(n[SP_SOURCE_CONTINUOUS] >= 10);
+    if (wrong * 10 > n[SP_SOURCE_SNAPSHOT] + n[SP_SOURCE_CONTINUOUS]) {
+        fail_msg("%zu of %zu periods are not the time since the previous "
+                 "sample of their source", wrong,
+                 n[SP_SOURCE_SNAPSHOT] + n[SP_SOURCE_CONTINUOUS]);
+    }
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
 /* ---- the sweep's order */
 
 static void *
@@ -1121,6 +1186,7 @@ main(void)
         cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
         cmocka_unit_test(a_span_closed_on_another_thread_is_sampled_no_more),
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
+        cmocka_unit_test(each_source_keeps_its_own_period),
         cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
         cmocka_unit_test(snapshot_on_cpu_time_interrupts_no_blocked_call),
         cmocka_unit_test(
