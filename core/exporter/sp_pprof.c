@@ -991,12 +991,12 @@ sp_pprof_add(sp_pprof *p, const sp_sample *s, const sp_pprof_frame *frames,
     uint32_t      ids[SP_PPROF_MAX_FRAMES];
     sp_pp_labels  lab;
     size_t        i, packed, mark;
-    uint64_t      period;
+    uint64_t      period, weight, cpu_ns;
     sp_buf       *b;
     sp_status     rc;
 
     if (p == NULL || s == NULL || (frames == NULL && n > 0)
-        || n > SP_PPROF_MAX_FRAMES)
+        || n > SP_PPROF_MAX_FRAMES || s->weight > SP_SAMPLE_WEIGHT_MAX)
     {
         return SP_ERR_INVALID;
     }
@@ -1032,10 +1032,16 @@ sp_pprof_add(sp_pprof *p, const sp_sample *s, const sp_pprof_frame *frames,
             sp_pb_put_varint(b, ids[i]);
         }
     }
+    /* One sample taken, standing for weight intervals of CPU time (pprof
+     * values are int64: saturate, though a real period never gets
+     * there). */
+    weight = s->weight == 0 ? 1 : s->weight;
+    cpu_ns = p->period_ns > (uint64_t)INT64_MAX / weight
+             ? (uint64_t)INT64_MAX : weight * p->period_ns;
     sp_pb_put_varint(b, (PF_SAMPLE_VALUE << 3) | 2);
-    sp_pb_put_varint(b, 1 + sp_pb_varint_size(p->period_ns));
+    sp_pb_put_varint(b, 1 + sp_pb_varint_size(cpu_ns));
     sp_pb_put_varint(b, 1);
-    sp_pb_put_varint(b, p->period_ns);
+    sp_pb_put_varint(b, cpu_ns);
 
     period = s->period_ns != 0 ? s->period_ns : p->period_ns;
     sp_pp_label_num(b, SP_PP_S_EVENT_TIME, sp_pp_ms(s->time_ns, false));

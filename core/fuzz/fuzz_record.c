@@ -4,7 +4,8 @@
  * read past the body" (the body is copied into a buffer of exactly its
  * size, so ASan sees any overread):
  * - what a decoder returns points inside the body and keeps the limits
- *   (frame count, string lengths, enum ranges, a NUL in the thread name);
+ *   (frame count, string lengths, enum ranges, a NUL in the thread name,
+ *   a weight of 1 to SP_SAMPLE_WEIGHT_MAX);
  * - sp_object_at succeeds for every index below the count once the
  *   record decoded, and gives SP_ERR_NOT_FOUND past it;
  * - a span record written from the input's bytes as its fields decodes,
@@ -63,7 +64,7 @@ same_sample(const sp_sample *a, const sp_sample *b)
         || a->truncated != b->truncated || a->has_span != b->has_span
         || memcmp(a->trace_id, b->trace_id, 16) != 0
         || memcmp(a->span_id, b->span_id, 8) != 0
-        || a->frame_count != b->frame_count
+        || a->frame_count != b->frame_count || a->weight != b->weight
         || (a->frame_count > 0
             && memcmp(a->frames, b->frames, 8 * (size_t)a->frame_count)
                != 0))
@@ -86,6 +87,7 @@ fuzz_sample(const unsigned char *body, size_t len)
         || memchr(s.thread_name, '\0', SP_THREAD_NAME_SIZE) == NULL
         || s.state < SP_THREAD_RUNNING || s.state > SP_THREAD_UNKNOWN
         || s.source < SP_SOURCE_SNAPSHOT || s.source > SP_SOURCE_CONTINUOUS
+        || s.weight < 1 || s.weight > SP_SAMPLE_WEIGHT_MAX
         || len != sp_sample_size(s.frame_count))
     {
         abort();

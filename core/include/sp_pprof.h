@@ -9,9 +9,14 @@
  * What a profile holds:
  *   sample_type   samples/count, cpu/nanoseconds
  *   period_type   cpu/nanoseconds; period: the sampling interval in ns
- *   sample.value  [1, period]: each sample stands for one sampling
- *                 interval of CPU time, the convention of Go's CPU
- *                 profiles, so pprof's "cpu" view sums to the time sampled
+ *   sample.value  [1, weight * period]: samples/count counts the samples
+ *                 taken; cpu/nanoseconds is the CPU time the sample
+ *                 stands for, sp_sample.weight sampling intervals (1 +
+ *                 the expirations its timer missed: a CPU-time timer
+ *                 fires only on the kernel's tick), so pprof's "cpu"
+ *                 view sums to the time sampled, as in Go's CPU
+ *                 profiles, even where the tick is coarser than the
+ *                 interval
  *   sample.location_id  the leaf (top of the stack) first
  *   sample.label  per SPEC section 5, in this order:
  *     source.event.time   num: unix time of the sample, ms
@@ -120,7 +125,8 @@ SP_API void sp_pprof_reset(sp_pprof *p);
  * are not read) and its stack from frames[0..n), top of stack first.
  * n may be 0 (a sample with an empty stack).
  *
- * SP_OK; SP_ERR_INVALID (NULL arguments, n over SP_PPROF_MAX_FRAMES, an
+ * SP_OK; SP_ERR_INVALID (NULL arguments, n over SP_PPROF_MAX_FRAMES, a
+ * weight over SP_SAMPLE_WEIGHT_MAX (0 counts as 1), an
  * inline count with NULL inlined, a build id over SP_PPROF_BUILD_ID_MAX
  * bytes); SP_ERR_TOO_LONG (max_bytes reached: no sample added);
  * SP_ERR_NOMEM (no sample added).

@@ -21,6 +21,10 @@
 #define SP_RECORD_MAX_FRAMES      1024
 #define SP_THREAD_NAME_SIZE       16    /* as prctl(PR_GET_NAME) */
 #define SP_BUILD_ID_MAX           20    /* GNU build id: SHA-1 */
+/* A sample's weight is at most this: a timer whose signal was held back
+ * for longer (masked, or its thread not scheduled) saturates here rather
+ * than pin the time of thousands of intervals on one stack. */
+#define SP_SAMPLE_WEIGHT_MAX      1024
 
 typedef enum sp_record_type {
     SP_RECORD_SAMPLE = 1,
@@ -54,6 +58,13 @@ typedef struct sp_sample {
     uint8_t         trace_id[16];
     uint8_t         span_id[8];
     uint16_t        frame_count;    /* <= SP_RECORD_MAX_FRAMES */
+    uint16_t        weight;         /* sampling intervals this sample
+                                       stands for: 1 + the expirations
+                                       its timer missed before it (a
+                                       CPU-time timer fires only on the
+                                       kernel's tick), <=
+                                       SP_SAMPLE_WEIGHT_MAX; encoding
+                                       takes 0 as 1, decoding gives >= 1 */
     const uint64_t *frames;         /* return addresses, top of stack
                                        first (frames[0] is the PC) */
 } sp_sample;

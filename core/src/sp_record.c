@@ -17,7 +17,10 @@
  *   42  u8   flags              bit 0 truncated, bit 1 has_span
  *   43  u8   reserved
  *   44  u16  frame_count        <= SP_RECORD_MAX_FRAMES
- *   46  u16  reserved
+ *   46  u16  extra_weight       weight - 1, < SP_SAMPLE_WEIGHT_MAX; stored
+ *                               less one so that a zero here (the byte
+ *                               this was reserved as) still reads as
+ *                               one sample
  *   48  u8   trace_id[16]       zero unless has_span, never zero with it
  *   64  u8   span_id[8]         likewise
  *   72  u64  frames[frame_count]
@@ -70,6 +73,7 @@ _Static_assert(SP_SAMPLE_HEAD % 8 == 0, "frames must stay aligned");
 _Static_assert(SP_TRACESTATE_MAX_LEN <= UINT16_MAX, "u16 length");
 _Static_assert(SP_SPAN_STRING_MAX <= UINT16_MAX, "u16 length");
 _Static_assert(SP_OBJECT_PATH_MAX <= UINT16_MAX, "u16 length");
+_Static_assert(SP_SAMPLE_WEIGHT_MAX <= UINT16_MAX, "u16 weight");
 
 /* ---- little helpers, all async-signal-safe (memcpy only) */
 
@@ -156,6 +160,14 @@ sp_frames_kept(uint16_t frame_count)
                                               : frame_count;
 }
 
+/* 0 means one sample; more than the maximum saturates. */
+static uint16_t
+sp_weight_kept(uint16_t weight)
+{
+    return weight == 0 ? 1
+           : weight > SP_SAMPLE_WEIGHT_MAX ? SP_SAMPLE_WEIGHT_MAX : weight;
+}
+
 size_t
 sp_sample_size(uint16_t frame_count)
 {
@@ -194,7 +206,7 @@ sp_sample_encode(void *dst, const sp_sample *s)
     sp_put8(p, 42, flags);
     sp_put8(p, 43, 0);
     sp_put16(p, 44, n);
-    sp_put16(p, 46, 0);
+    sp_put16(p, 46, sp_weight_kept(s->weight) - 1);
     if (s->has_span) {
         memcpy(p + 48, s->trace_id, 16);
         memcpy(p + 64, s->span_id, 8);
@@ -221,7 +233,7 @@ sp_sample_decode(const void *body, size_t len, sp_sample *out)
     flags = p[42];
     if (n > SP_RECORD_MAX_FRAMES || len != sp_sample_size(n)
         || (flags & ~(SP_SAMPLE_TRUNCATED | SP_SAMPLE_HAS_SPAN)) != 0
-        || p[43] != 0 || sp_get16(p, 46) != 0
+        || p[43] != 0 || sp_get16(p, 46) >= SP_SAMPLE_WEIGHT_MAX
         || p[40] < SP_THREAD_RUNNING || p[40] > SP_THREAD_UNKNOWN
         || p[41] < SP_SOURCE_SNAPSHOT || p[41] > SP_SOURCE_CONTINUOUS
         || memchr(p + 24, '\0', SP_THREAD_NAME_SIZE) == NULL)
@@ -248,6 +260,7 @@ sp_sample_decode(const void *body, size_t len, sp_sample *out)
     memcpy(out->trace_id, p + 48, 16);
     memcpy(out->span_id, p + 64, 8);
     out->frame_count = n;
+    out->weight = (uint16_t)(sp_get16(p, 46) + 1);
     /* aligned: the body is, and SP_SAMPLE_HEAD is a multiple of 8 */
     out->frames = (const uint64_t *)(const void *)(p + SP_SAMPLE_HEAD);
     return SP_OK;

@@ -247,7 +247,7 @@ sp_sampler_span_close(sp_sampler *s, const uint8_t span_id[8])
 static void
 sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
                bool has_span, const uint8_t *trace_id, const uint8_t *span_id,
-               uint8_t source)
+               uint8_t source, uint16_t weight)
 {
     uint64_t      frames[SP_DEFAULT_DEPTH * 8];
     sp_sample     smp;
@@ -295,6 +295,7 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
         memcpy(smp.span_id, span_id, 8);
     }
     smp.frame_count = (uint16_t)n;
+    smp.weight = weight;
     smp.frames = frames;
 
     dst = sp_ring_reserve(s->ring, SP_RECORD_SAMPLE,
@@ -305,6 +306,25 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     }
     sp_ring_commit(s->ring, &tok, sp_sample_encode(dst, &smp));
     atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
+}
+
+/*
+ * How many intervals a timer's sample stands for: 1 + the expirations
+ * the timer missed before this signal. A CPU-time timer is checked only
+ * on the kernel's tick (250 Hz here), so at 1 ms each signal comes ~4 ms
+ * of CPU apart and si_overrun says 3; counting it keeps the profile's
+ * CPU time right. Saturates at SP_SAMPLE_WEIGHT_MAX.
+ */
+static uint16_t
+sp_timer_weight(const siginfo_t *si)
+{
+    int overrun = si->si_overrun;
+
+    if (overrun <= 0) {
+        return 1;
+    }
+    return overrun >= SP_SAMPLE_WEIGHT_MAX - 1 ? SP_SAMPLE_WEIGHT_MAX
+                                               : (uint16_t)(overrun + 1);
 }
 
 static void
@@ -350,15 +370,16 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
     if (from_timer) {
         if (has_span) {
             sp_take_sample(s, t, ucv, true, trace_id, span_id,
-                           SP_SOURCE_SNAPSHOT);
+                           SP_SOURCE_SNAPSHOT, sp_timer_weight(si));
         } else if (t->generation == s->generation && t->armed) {
             /* leave() left the timer running: stop it now. */
             sp_timer_disarm(t->timer);
             t->armed = false;
         }
     } else if (from_sampler) {
+        /* One signal per round, sent by our thread: nothing missed. */
         sp_take_sample(s, t, ucv, has_span, trace_id, span_id,
-                       SP_SOURCE_CONTINUOUS);
+                       SP_SOURCE_CONTINUOUS, 1);
     }
 
     atomic_signal_fence(memory_order_seq_cst);

@@ -339,6 +339,48 @@ three_samples(void)
 
 /* ---- tests */
 
+/*
+ * A sample whose timer missed expirations (the CPU-time timer fires on
+ * the kernel's tick) is one sample of samples/count and weight intervals
+ * of cpu/nanoseconds; weight 0 (a struct left zero) is one interval.
+ */
+static void
+cpu_value_is_weight_intervals_count_is_one(void **state)
+{
+    sp_pprof      *p = new_builder(0);
+    sp_sample      s;
+    sp_pprof_frame a[2] = { F_PROCESS, F_MAIN };
+    Profile       *pr;
+
+    (void)state;
+    s = sample_at(1700000000000000000ULL, 4000000, 1, "nginx",
+                  SP_THREAD_RUNNING);
+    s.weight = 4;
+    assert_int_equal(sp_pprof_add(p, &s, a, 2), SP_OK);
+    s.weight = 0;
+    assert_int_equal(sp_pprof_add(p, &s, a, 2), SP_OK);
+    s.weight = SP_SAMPLE_WEIGHT_MAX;
+    assert_int_equal(sp_pprof_add(p, &s, a, 2), SP_OK);
+    s.weight = SP_SAMPLE_WEIGHT_MAX + 1;
+    assert_int_equal(sp_pprof_add(p, &s, a, 2), SP_ERR_INVALID);
+    assert_int_equal(sp_pprof_sample_count(p), 3);
+
+    pr = unpack(p);
+    assert_int_equal(pr->n_sample, 3);
+    assert_int_equal(pr->sample[0]->n_value, 2);
+    assert_int_equal(pr->sample[0]->value[0], 1);
+    assert_int_equal(pr->sample[0]->value[1], 4 * PERIOD_NS);
+    assert_int_equal(pr->sample[1]->value[0], 1);
+    assert_int_equal(pr->sample[1]->value[1], PERIOD_NS);
+    assert_int_equal(pr->sample[2]->value[0], 1);
+    assert_int_equal(pr->sample[2]->value[1],
+                     (int64_t)SP_SAMPLE_WEIGHT_MAX * PERIOD_NS);
+    /* the period stays the interval: the weight is in the value */
+    assert_int_equal(pr->period, PERIOD_NS);
+    perftools__profiles__profile__free_unpacked(pr, NULL);
+    sp_pprof_destroy(p);
+}
+
 static void
 profile_round_trips_with_every_field(void **state)
 {
@@ -869,6 +911,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(profile_round_trips_with_every_field),
+        cmocka_unit_test(cpu_value_is_weight_intervals_count_is_one),
         cmocka_unit_test(total_frame_count_is_the_frames_of_the_samples),
         cmocka_unit_test(thousand_stacks_round_trip),
         cmocka_unit_test(memory_stays_within_max_bytes),

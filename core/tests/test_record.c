@@ -94,6 +94,7 @@ assert_same_sample(const sp_sample *want, const sp_sample *got,
     assert_memory_equal(got->trace_id, want->trace_id, 16);
     assert_memory_equal(got->span_id, want->span_id, 8);
     assert_int_equal(got->frame_count, frames_kept);
+    assert_int_equal(got->weight, want->weight == 0 ? 1 : want->weight);
     for (i = 0; i < frames_kept; i++) {
         assert_int_equal(got->frames[i], want->frames[i]);
     }
@@ -126,6 +127,32 @@ sample_round_trips_every_field(void **state)
     n = encode_sample(&s);
     assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
     assert_int_equal(d.state, SP_THREAD_UNKNOWN);
+}
+
+/* The timer's missed expirations travel with the sample: 0 (a struct
+ * left zero) is one sample, the maximum is kept, more saturates. */
+static void
+sample_weight_round_trips_and_saturates(void **state)
+{
+    static const uint16_t in[] = { 0, 1, 4, SP_SAMPLE_WEIGHT_MAX,
+                                   SP_SAMPLE_WEIGHT_MAX + 1, UINT16_MAX };
+    static const uint16_t out[] = { 1, 1, 4, SP_SAMPLE_WEIGHT_MAX,
+                                    SP_SAMPLE_WEIGHT_MAX,
+                                    SP_SAMPLE_WEIGHT_MAX };
+    sp_sample s = a_sample(2), d;
+    uint16_t  stored;
+    size_t    i, n;
+
+    (void)state;
+    for (i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        s.weight = in[i];
+        n = encode_sample(&s);
+        assert_int_equal(sp_sample_decode(buf, n, &d), SP_OK);
+        assert_int_equal(d.weight, out[i]);
+        /* stored less one: a zero there is the old reserved field */
+        memcpy(&stored, buf + 46, 2);
+        assert_int_equal(stored, out[i] - 1);
+    }
 }
 
 static void
@@ -210,7 +237,16 @@ static void bad_source_0(unsigned char *p, size_t *n) { (void)n; p[41] = 0; }
 static void bad_source_3(unsigned char *p, size_t *n) { (void)n; p[41] = 3; }
 static void bad_flags(unsigned char *p, size_t *n) { (void)n; p[42] |= 4; }
 static void bad_reserved43(unsigned char *p, size_t *n) { (void)n; p[43] = 1; }
-static void bad_reserved46(unsigned char *p, size_t *n) { (void)n; p[47] = 1; }
+/* Stored as weight - 1: this is one over SP_SAMPLE_WEIGHT_MAX. */
+static void
+bad_weight_over_max(unsigned char *p, size_t *n)
+{
+    uint16_t extra = SP_SAMPLE_WEIGHT_MAX;
+
+    (void)n;
+    memcpy(p + 46, &extra, 2);
+}
+static void bad_weight_ff(unsigned char *p, size_t *n) { (void)n; p[47] = 0xff; }
 static void
 bad_name_no_nul(unsigned char *p, size_t *n)
 {
@@ -273,7 +309,8 @@ sample_decoder_rejects_each_malformed_form(void **state)
     expect_bad_sample(bad_source_3);
     expect_bad_sample(bad_flags);
     expect_bad_sample(bad_reserved43);
-    expect_bad_sample(bad_reserved46);
+    expect_bad_sample(bad_weight_over_max);
+    expect_bad_sample(bad_weight_ff);
     expect_bad_sample(bad_name_no_nul);
     expect_bad_sample(bad_count_over_len);
     expect_bad_sample(bad_count_under_len);
@@ -956,6 +993,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sample_round_trips_every_field),
+        cmocka_unit_test(sample_weight_round_trips_and_saturates),
         cmocka_unit_test(sample_without_span_has_zero_ids),
         cmocka_unit_test(sample_keeps_max_frames_and_cuts_beyond),
         cmocka_unit_test(sample_thread_name_is_cut_and_terminated),

@@ -675,6 +675,84 @@ each_source_keeps_its_own_period(void **state)
     fx_close(&fx);
 }
 
+/*
+ * The snapshot timer on CPU time at 1 ms fires only on the kernel's tick
+ * (250 Hz here: every 4 ms of CPU), so each sample must stand for the
+ * intervals its timer missed: the weights add up to the thread's CPU time
+ * (within a factor of 2; the count of samples alone is about a quarter
+ * of it on this kernel).
+ */
+typedef struct weighed_thread {
+    sp_sampler *sampler;
+    pid_t       tid;
+    uint64_t    cpu_ns;
+} weighed_thread;
+
+static void *
+run_weighed_thread(void *arg)
+{
+    weighed_thread *w = arg;
+    uint8_t         trace[16], span[8];
+    uint64_t        start;
+
+    w->tid = (pid_t)syscall(SYS_gettid);
+    memset(trace, 0x66, 16);
+    memset(span, 0x77, 8);
+    start = sp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    sp_sampler_enter(w->sampler, trace, span);
+    burn_unattached(400);
+    sp_sampler_leave(w->sampler);
+    w->cpu_ns = sp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - start;
+    return NULL;
+}
+
+static void
+weights_add_up_to_the_cpu_time_sampled(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1 };
+    weighed_thread w = { NULL, 0, 0 };
+    pthread_t      th;
+    fixture        fx;
+    uint64_t       weighed = 0;
+    size_t         i, n = 0, heavier = 0;
+    sp_sampler    *s;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    w.sampler = s;
+    assert_int_equal(pthread_create(&th, NULL, run_weighed_thread, &w), 0);
+    pthread_join(th, NULL);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    for (i = 0; i < fx.count; i++) {
+        const sp_sample *g = &fx.got[i].s;
+
+        if (g->tid != (uint32_t)w.tid) {
+            continue;
+        }
+        assert_true(g->weight >= 1 && g->weight <= SP_SAMPLE_WEIGHT_MAX);
+        weighed += g->weight * 1000000ull;
+        heavier += g->weight > 1;
+        n++;
+    }
+    if (getenv("SP_TEST_DEBUG")) {
+        fprintf(stderr, "# %zu samples (%zu weigh more than 1): %llu ms "
+                "for %llu ms of CPU\n", n, heavier,
+                (unsigned long long)(weighed / 1000000),
+                (unsigned long long)(w.cpu_ns / 1000000));
+    }
+    assert_true(n >= 20);
+    if (weighed * 2 < w.cpu_ns || weighed > 2 * w.cpu_ns) {
+        fail_msg("%zu samples weigh %llu ms for %llu ms of CPU", n,
+                 (unsigned long long)(weighed / 1000000),
+                 (unsigned long long)(w.cpu_ns / 1000000));
+    }
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
 /* ---- the sweep's order */
 
 static void *
@@ -1187,6 +1265,7 @@ main(void)
         cmocka_unit_test(a_span_closed_on_another_thread_is_sampled_no_more),
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
         cmocka_unit_test(each_source_keeps_its_own_period),
+        cmocka_unit_test(weights_add_up_to_the_cpu_time_sampled),
         cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
         cmocka_unit_test(snapshot_on_cpu_time_interrupts_no_blocked_call),
         cmocka_unit_test(
