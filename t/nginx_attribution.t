@@ -113,11 +113,29 @@ is(scalar(grep { defined } @heavy_ids), 8,
    'the unselected heavy requests answered 200');
 ok($slow_id, 'the selected request through the slow upstream answered 200');
 
+# CPU time of the master's worker processes (utime + stime), in ns.
+sub workers_cpu_ns {
+    my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
+    my $ns = 0;
+    for my $stat (glob '/proc/[0-9]*/stat') {
+        my ($pid) = $stat =~ m{/proc/(\d+)/};
+        my $cmd = read_file("/proc/$pid/cmdline") // '';
+        my $st = read_file($stat) // next;
+        my @f = split ' ', substr($st, rindex($st, ')') + 2);
+        # after "(comm) ": state ppid ...; utime and stime are 12 and 13
+        next unless $f[1] == $master && $cmd =~ /worker process/;
+        $ns += ($f[11] + $f[12]) * 1e9 / $tck;
+    }
+    return $ns;
+}
+
 # --- the reverse: heavy requests selected, a cheap one not
 my $cheap = request('/slow', 'off');
 sleep 0.3;
+my $cpu_before = workers_cpu_ns();
 my @sel = map { request('/big', 'highest') } 1 .. 4;
 my @sel_ids = finish(@sel);
+my $cpu_sel = workers_cpu_ns() - $cpu_before;
 my ($cheap_id) = finish($cheap);
 is(scalar(grep { defined } @sel_ids), 4, 'the selected heavy requests answered 200');
 
@@ -138,6 +156,17 @@ is(scalar(map { @{ $by->{$_} // [] } } grep { defined } @heavy_ids, $cheap_id),
 my @of_sel = map { @{ $by->{$_ // 'x'} // [] } } @sel_ids;
 cmp_ok(scalar(grep { heavy_frame($_) } @of_sel), '>', 0,
        'the selected heavy requests\' samples show their gzip work');
+# The CPU-time timer fires on the kernel's tick (every 4 ms at 250 Hz):
+# at 1 ms each sample must weigh the intervals it stands for, or the
+# profile's CPU comes to about a quarter of what the worker spent. What
+# nginx does before the phases (reading the request) is not attributed.
+my $cpu_prof = 0;
+$cpu_prof += $_->{values}[1] // 0 for @of_sel;
+my $ratio = $cpu_sel > 0 ? $cpu_prof / $cpu_sel : 0;
+ok($ratio >= 0.5 && $ratio <= 2,
+   sprintf('cpu/nanoseconds of the selected heavy requests\' samples '
+           . '(%.0f ms) is within a factor of 2 of the worker\'s CPU time '
+           . '(%.0f ms)', $cpu_prof / 1e6, $cpu_sel / 1e6));
 my $spread = grep { my $id = $_; grep { heavy_frame($_) } @{ $by->{$id // 'x'} // [] } }
     @sel_ids;
 cmp_ok($spread, '>=', 3, "gzip frames under $spread of the 4 heavy requests' ids");
