@@ -161,7 +161,8 @@ for my $server ([ 'nginx', \&nginx_server ], [ 'httpd', \&httpd_server ]) {
     is(scalar(exporter_pids($master)), 0, "$name: the exporter is gone");
 
     my $log = read_file("$dir/error.log") . (read_file("$dir/stderr.log") // '');
-    like($log, qr/warn: export failed: .*UNAVAILABLE/,
+    my $failed = qr/\[(?:spanprof:)?warn\] .*spanprof-exporter: export failed/;
+    like($log, qr/$failed: .*UNAVAILABLE/,
          "$name: the failed export is logged with its status");
     my $c = counters($log, 'at exit');
     ok($c, "$name: counters logged at exit") or next;

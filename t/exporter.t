@@ -189,8 +189,10 @@ sub check_run {
     is($c->{exported}, 45, "$what: 45 exported");
     ok(balanced($c), "$what: received = exported + dropped + held");
     unlike($h->{stderr}, qr/\Q$SECRET\E/, "$what: no secret in the log");
-    like($h->{stderr}, qr/^spanprof-exporter\[\d+\]: info: started for nginx/m,
-         "$what: log lines are prefixed with name and pid");
+    # The driver starts it as nginx's module does.
+    my $head = qr{\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[info\] \d+#\d+: };
+    like($h->{stderr}, qr/^${head}spanprof-exporter: started for nginx/m,
+         "$what: log lines have nginx's format, the exporter's name");
 }
 
 # --- plain gRPC

@@ -114,7 +114,8 @@ sub logs_requests {
     my $c = check_end($h, 'stall');
     ok($c->{'failures.DEADLINE_EXCEEDED'}, 'stall: DEADLINE_EXCEEDED counted');
     ok($c->{exported} > 0, 'stall: exported once it answers');
-    like($h->{stderr}, qr/warn: export failed: .*DEADLINE_EXCEEDED/,
+    my $failed = qr/\[warn\] .*spanprof-exporter: export failed: /;
+    like($h->{stderr}, qr/$failed.*DEADLINE_EXCEEDED/,
          'stall: the failure is logged');
 }
 

@@ -26,6 +26,14 @@ my %env = (
     OTEL_BSP_SCHEDULE_DELAY     => '100',
 );
 
+# An exporter line at $level in either server's format, as far as its
+# text: "[warn] PID#TID: spanprof-exporter: ", "[spanprof:warn] [pid ...]
+# spanprof-exporter: ".
+sub line {
+    my ($level, $text) = @_;
+    return qr/\[(?:spanprof:)?$level\] .*spanprof-exporter: $text/;
+}
+
 sub run_server {
     my ($server, $level) = @_;
     my $dir = new_dir();
@@ -40,7 +48,7 @@ sub run_server {
     ok($pid, "$server ($level) starts");
     http_get($port, '/') for 1 .. 3;
     my $failed = wait_for_log("$dir/error.log",
-                              qr/spanprof-exporter\[\d+\]: warn: export failed/,
+                              line('warn', 'export failed'),
                               20);
     stop($pid);
     sleep 0.5;
@@ -49,15 +57,15 @@ sub run_server {
 
 for my $server (qw(nginx httpd)) {
     my $log = run_server($server, 'notice');
-    like($log, qr/spanprof-exporter\[\d+\]: info: started/,
+    like($log, line('info', 'started'),
          "$server at notice: the exporter's info lines");
-    like($log, qr/spanprof-exporter\[\d+\]: warn: export failed/,
+    like($log, line('warn', 'export failed'),
          "$server at notice: its warnings");
 
     $log = run_server($server, 'warn');
-    unlike($log, qr/spanprof-exporter\[\d+\]: info:/,
+    unlike($log, line('info', ''),
            "$server at warn: none of the exporter's info lines");
-    like($log, qr/spanprof-exporter\[\d+\]: warn: export failed/,
+    like($log, line('warn', 'export failed'),
          "$server at warn: its warnings");
 }
 

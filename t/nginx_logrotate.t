@@ -92,7 +92,7 @@ is($second && readlink("/proc/$second->{pid}/fd/2"), "$dir/error.log",
 my $new_log = read_file("$dir/error.log") // '';
 like($new_log, qr/spanprof: the error log was reopened, exporter process $first->{pid} is replaced/,
      'the replacement is logged in the new error log');
-like($new_log, qr/spanprof-exporter\[$second->{pid}\]: info: started/,
+like($new_log, qr/\[info\] $second->{pid}#\d+: spanprof-exporter: started/,
      'the new exporter writes into the new error log');
 
 # Data flows through the new one: flushed on quit.

@@ -11,12 +11,15 @@
  * SPANPROF_PROFILING_FORMAT=text, SPANPROF_EXPORTER_MAX_BYTES,
  * SPANPROF_DEBUG_DIRS, SPANPROF_COUNTERS_INTERVAL_MS.
  *
- * Every log line is "spanprof-exporter[PID]: LEVEL: message", one write
+ * Every log line is in the error log format of the server it serves,
+ * "... spanprof-exporter: message" (sp_log_prefix.h), or without
+ * SPANPROF_SERVER "spanprof-exporter[PID]: LEVEL: message"; one write
  * each, so lines from its two threads never mix inside the server's log.
  */
 #include "sp_config.h"
 #include "sp_exporter.h"
 #include "sp_exporter_launch.h"
+#include "sp_log_prefix.h"
 #include "sp_otlp_client.h"
 #include "sp_ring.h"
 #include "sp_shm.h"
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 static sp_exporter_loop *volatile sp_running;
@@ -35,25 +39,25 @@ static sp_exporter_loop *volatile sp_running;
 static int sp_log_max = SP_LOG_INFO;
 /* A stop asked before the loop existed. */
 static volatile sig_atomic_t sp_stop_asked;
+/* The server's error log format, from SPANPROF_SERVER (sp_log_prefix.h). */
+static sp_log_style sp_style = SP_LOG_STYLE_PLAIN;
 
 static void
 sp_write_line(const char *level, const char *message)
 {
-    char   line[1200];
-    int    n;
-    size_t off = 0;
+    char            line[1200];
+    size_t          n, off = 0;
+    struct timespec now;
 
-    n = snprintf(line, sizeof(line), "%s[%d]: %s: %s\n", SP_EXPORTER_NAME,
-                 (int)getpid(), level, message);
-    if (n < 0) {
-        return;
-    }
-    if ((size_t)n >= sizeof(line)) {
-        n = sizeof(line) - 1;
-        line[n - 1] = '\n';
-    }
-    while (off < (size_t)n) {
-        ssize_t w = write(STDERR_FILENO, line + off, (size_t)n - off);
+    clock_gettime(CLOCK_REALTIME, &now);
+    n = sp_log_stamp(line, sizeof(line), sp_style, &now, level);
+    n = sp_log_ids(line, sizeof(line) - 1, n, sp_style, level,
+                   (unsigned int)getpid(), (unsigned int)gettid());
+    /* A longer message is cut: one write keeps the line whole. */
+    sp_log_put(line, sizeof(line) - 1, &n, message);
+    line[n++] = '\n';
+    while (off < n) {
+        ssize_t w = write(STDERR_FILENO, line + off, n - off);
         if (w < 0 && errno == EINTR) {
             continue;
         }
@@ -185,6 +189,7 @@ main(int argc, char **argv)
     (void)argc;
     (void)argv;
     prctl(PR_SET_NAME, "spanprof-export");
+    sp_style = sp_log_style_of(server);
     sp_log_level_from_env();
 
     c = sp_config_create(server != NULL && strcmp(server, "httpd") == 0

@@ -100,10 +100,12 @@ sub finish_drive {
 sub run_drive { finish_drive(start_drive(@_)) }
 
 # The last counters line of an exporter log (with $tag, e.g. "at exit"),
-# as a hash; undef when there is none.
+# as a hash; undef when there is none. In nginx's, httpd's or the plain
+# format (no SPANPROF_SERVER).
 sub counters {
     my ($log, $tag) = @_;
-    my @lines = grep { /: info: counters: / && (!$tag || /\Q$tag\E/) }
+    my $info = qr/\[(?:spanprof:)?info\] .*spanprof-exporter: |: info: /;
+    my @lines = grep { /${info}counters: / && (!$tag || /\Q$tag\E/) }
         split /\n/, $log;
     return undef unless @lines;
     my %c;
