@@ -98,7 +98,10 @@ sub quitting_exporter {
     ok($nginx, 'nginx starts with no exporter where it is told to be');
     my (undef, undef, undef, $log) = watch($dir, $port, 1.5);
     stop($nginx);
-    like($log, qr/^spanprof-exporter\[\d+\]: error: cannot run \Q$dir\E\/not-there: no such file$/m,
+    # In nginx's format, the child's pid as its thread's.
+    my $head = qr{\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[error\] (\d+)#\g{-1}: };
+    my $text = qr{cannot run \Q$dir\E/not-there: no such file};
+    like($log, qr{^${head}spanprof-exporter: $text$}m,
          'nginx: the error log names the path and why it cannot run');
 
     my $hdir = new_dir();
@@ -111,7 +114,11 @@ sub quitting_exporter {
     ok($httpd, 'httpd starts with an exporter it may not execute');
     ($log) = (watch($hdir, $hport, 1.5))[3];
     stop($httpd);
-    like($log, qr/^spanprof-exporter\[\d+\]: error: cannot run \Q$hdir\E\/not-executable: permission denied/m,
+    # In httpd's default ErrorLogFormat.
+    my $time = qr{\[\w{3} \w{3} \d\d \d\d:\d\d:\d\d\.\d{6} \d{4}\]};
+    my $ids = qr{\[pid (\d+):tid \g{-1}\]};
+    $text = qr{cannot run \Q$hdir\E/not-executable: permission denied};
+    like($log, qr{^$time \[spanprof:error\] $ids spanprof-exporter: $text}m,
          'httpd: the error log names the path and why it cannot run');
 }
 

@@ -3,10 +3,13 @@
  *
  * Between fork and exec only async-signal-safe calls run (the server may
  * have threads, httpd's event MPM parent does not but a module's might):
- * argv and envp are built in one allocation before fork, and the child
- * uses dup2, fcntl, close, sigaction, prctl and execve alone.
+ * argv and envp are built in one allocation before fork, as is the time
+ * of the line written should execve fail, and the child uses dup2, fcntl,
+ * close, sigaction, prctl and execve alone (getpid and write after a
+ * failed execve).
  */
 #include "sp_exporter_launch.h"
+#include "sp_log_prefix.h"
 #include "sp_shm.h"
 
 #include <dlfcn.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SP_LAUNCH_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -32,6 +36,11 @@ typedef struct sp_launch_plan {
     char  *block;       /* every string below lives here */
     char **argv;
     char **envp;
+    /* The time and level of the line the child writes if execve fails,
+     * in the server's format: localtime_r may not run in the child. The
+     * fork's second, and for httpd its microsecond. */
+    sp_log_style style;
+    char         stamp[96];
 } sp_launch_plan;
 
 static const char *const sp_passed_env[] = SP_EXPORTER_PASSED_ENV;
@@ -209,28 +218,21 @@ sp_close_from(int first)
     }
 }
 
-/* Appends s to the line at *n, as far as it fits. */
-static void
-sp_line_put(char *line, size_t size, size_t *n, const char *s)
-{
-    while (*s != '\0' && *n < size) {
-        line[(*n)++] = *s++;
-    }
-}
-
 /*
  * Why execve failed, on the log the exporter would have written to, in
- * its own line format: else the log shows only a process that exited with
- * 127, and the operator has to guess between a wrong path, a directory
- * the workers' user may not enter and a missing library (which the
- * dynamic linker reports itself). Async-signal-safe: no stdio, no
- * strerror (it may allocate for a code it does not know).
+ * its line format (the server's: sp_log_prefix.h): else the log shows
+ * only a process that exited with 127, and the operator has to guess
+ * between a wrong path, a directory the workers' user may not enter and
+ * a missing library (which the dynamic linker reports itself).
+ * Async-signal-safe: no stdio, no strerror (it may allocate for a code it
+ * does not know); the stamp was made before fork.
  */
 static void
-sp_child_say_exec_failed(const char *path, int err)
+sp_child_say_exec_failed(const sp_launch_plan *plan, const char *path,
+                         int err)
 {
-    char         line[PATH_MAX + 256], digits[24];
-    size_t       n = 0, d = 0;
+    char         line[PATH_MAX + 256];
+    size_t       n = 0, size = sizeof(line) - 1;
     unsigned int pid = (unsigned int)getpid();
     const char  *why;
 
@@ -251,33 +253,17 @@ sp_child_say_exec_failed(const char *path, int err)
     default:
         why = NULL;
     }
-    do {
-        digits[d++] = (char)('0' + pid % 10);
-        pid /= 10;
-    } while (pid != 0);
-    sp_line_put(line, sizeof(line), &n, SP_EXPORTER_NAME "[");
-    while (d > 0 && n < sizeof(line)) {
-        line[n++] = digits[--d];
-    }
-    sp_line_put(line, sizeof(line), &n, "]: error: cannot run ");
-    sp_line_put(line, sizeof(line), &n, path);
-    sp_line_put(line, sizeof(line), &n, ": ");
+    sp_log_put(line, size, &n, plan->stamp);
+    /* One thread: its id is the pid. */
+    n = sp_log_ids(line, size, n, plan->style, "error", pid, pid);
+    sp_log_put(line, size, &n, "cannot run ");
+    sp_log_put(line, size, &n, path);
+    sp_log_put(line, size, &n, ": ");
     if (why != NULL) {
-        sp_line_put(line, sizeof(line), &n, why);
+        sp_log_put(line, size, &n, why);
     } else {
-        unsigned int e = (unsigned int)err;
-
-        sp_line_put(line, sizeof(line), &n, "error ");
-        do {
-            digits[d++] = (char)('0' + e % 10);
-            e /= 10;
-        } while (e != 0);
-        while (d > 0 && n < sizeof(line)) {
-            line[n++] = digits[--d];
-        }
-    }
-    if (n == sizeof(line)) {
-        n--;
+        sp_log_put(line, size, &n, "error ");
+        sp_log_put_uint(line, size, &n, (unsigned int)err);
     }
     line[n++] = '\n';
     (void)!write(STDERR_FILENO, line, n);
@@ -341,18 +327,19 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execve(l->path, plan->argv, plan->envp);
-    sp_child_say_exec_failed(l->path, errno);
+    sp_child_say_exec_failed(plan, l->path, errno);
     _exit(127);
 }
 
 sp_status
 sp_exporter_spawn(const sp_exporter_launch *l, int *pid)
 {
-    sp_launch_plan plan;
-    sigset_t       all, old;
-    pid_t          parent, child;
-    sp_status      st;
-    int            saved;
+    sp_launch_plan  plan;
+    sigset_t        all, old;
+    pid_t           parent, child;
+    sp_status       st;
+    int             saved;
+    struct timespec now;
 
     if (l == NULL || pid == NULL || l->path == NULL || l->path[0] == '\0'
         || l->config == NULL || l->region_fd < 0)
@@ -363,6 +350,9 @@ sp_exporter_spawn(const sp_exporter_launch *l, int *pid)
     if (st != SP_OK) {
         return st;
     }
+    plan.style = sp_log_style_of(l->server);
+    clock_gettime(CLOCK_REALTIME, &now);
+    sp_log_stamp(plan.stamp, sizeof(plan.stamp), plan.style, &now, "error");
 
     /* No handler of the parent may run in the child before the reset. */
     sigfillset(&all);

@@ -176,6 +176,68 @@ spawn_failing(sp_exporter_launch *l, int *status)
     return out;
 }
 
+/*
+ * Whether line is "YYYY/MM/DD HH:MM:SS [level] PID#PID: spanprof-exporter:
+ * text", PID the same number twice (a child has one thread).
+ */
+static bool
+nginx_line(const char *line, const char *level, const char *text)
+{
+    char  head[64];
+    int   y, mo, d, h, mi, s, off = 0;
+    unsigned long pid, tid;
+    char *end;
+
+    if (sscanf(line, "%4d/%2d/%2d %2d:%2d:%2d %n", &y, &mo, &d, &h, &mi, &s,
+               &off) != 6 || off != 20)
+    {
+        return false;
+    }
+    snprintf(head, sizeof(head), "[%s] ", level);
+    if (strncmp(line + off, head, strlen(head)) != 0) {
+        return false;
+    }
+    line += off + strlen(head);
+    pid = strtoul(line, &end, 10);
+    if (end == line || *end != '#') {
+        return false;
+    }
+    tid = strtoul(end + 1, &end, 10);
+    return pid == tid && strncmp(end, ": spanprof-exporter: ", 21) == 0
+           && strcmp(end + 21, text) == 0;
+}
+
+/*
+ * Whether line is "[Www Mmm DD HH:MM:SS.uuuuuu YYYY] [spanprof:level]
+ * [pid PID:tid PID] spanprof-exporter: text".
+ */
+static bool
+httpd_line(const char *line, const char *level, const char *text)
+{
+    char          head[64], day[4], mon[4];
+    int           d, h, mi, s, us, y, off = 0;
+    unsigned long pid, tid;
+    char         *end;
+
+    if (sscanf(line, "[%3s %3s %2d %2d:%2d:%2d.%6d %4d] %n", day, mon, &d,
+               &h, &mi, &s, &us, &y, &off) != 8 || off != 34)
+    {
+        return false;
+    }
+    snprintf(head, sizeof(head), "[spanprof:%s] [pid ", level);
+    if (strncmp(line + off, head, strlen(head)) != 0) {
+        return false;
+    }
+    line += off + strlen(head);
+    pid = strtoul(line, &end, 10);
+    if (end == line || strncmp(end, ":tid ", 5) != 0) {
+        return false;
+    }
+    tid = strtoul(end + 5, &end, 10);
+    return pid == tid && strncmp(end, "] spanprof-exporter: ", 21) == 0
+           && strcmp(end + 21, text) == 0;
+}
+
 static void
 missing_executable_exits_127_and_says_why(void **state)
 {
@@ -213,6 +275,23 @@ missing_executable_exits_127_and_says_why(void **state)
     assert_true(strncmp(out, "spanprof-exporter[", 18) == 0);
     free(out);
     unlink(plain);
+
+    /* Started by a server, the line has the server's error log format. */
+    l.path = "/nonexistent/spanprof-exporter";
+    l.server = "nginx";
+    out = spawn_failing(&l, &status);
+    assert_int_equal(WEXITSTATUS(status), 127);
+    assert_true(nginx_line(out, "error",
+                           "cannot run /nonexistent/spanprof-exporter: "
+                           "no such file\n"));
+    free(out);
+    l.server = "httpd";
+    out = spawn_failing(&l, &status);
+    assert_int_equal(WEXITSTATUS(status), 127);
+    assert_true(httpd_line(out, "error",
+                           "cannot run /nonexistent/spanprof-exporter: "
+                           "no such file\n"));
+    free(out);
 
     l.log_fd = -1;
     l.region_fd = -1;
