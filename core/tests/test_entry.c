@@ -577,41 +577,6 @@ origin_of(const char *forwarded, const char *forwarded_proto,
     return out;
 }
 
-/* "path|query" of a span whose target was split at its first '?'. */
-static const char *
-target_of(const char *path, const char *query)
-{
-    static char     out[300];
-    char            pv[128], qv[128];
-    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.01);
-    sp_entry_http   h;
-    Opentelemetry__Proto__Trace__V1__Span *m;
-
-    memset(&h, 0, sizeof(h));
-    h.method = "GET"; h.method_len = 3;
-    h.path = path; h.path_len = strlen(path);
-    h.query = query; h.query_len = query != NULL ? strlen(query) : 0;
-    h.status = 200;
-    m = finished_span(&p, &h);
-    attribute(m, "url.path", pv, sizeof(pv));
-    attribute(m, "url.query", qv, sizeof(qv));
-    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
-    snprintf(out, sizeof(out), "%s|%s", pv, qv);
-    return out;
-}
-
-static void
-fragment_is_no_part_of_path_or_query(void **state)
-{
-    (void)state;
-    assert_string_equal(target_of("/a/b", "x=1"), "/a/b|x=1");
-    assert_string_equal(target_of("/index.html#top", NULL), "/index.html|");
-    /* a '?' after the '#' is the fragment's */
-    assert_string_equal(target_of("/a#frag", "x=1"), "/a|");
-    assert_string_equal(target_of("/a", "x=1#frag"), "/a|x=1");
-    assert_string_equal(target_of("/a", "#"), "/a|");
-}
-
 /* "address|port" over http, with no scheme from a proxy. */
 static const char *
 server_of(const char *forwarded, const char *forwarded_host,
@@ -695,7 +660,6 @@ main(void)
         cmocka_unit_test(samplers_decide_recording),
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
-        cmocka_unit_test(fragment_is_no_part_of_path_or_query),
         cmocka_unit_test(error_type_is_the_status_code_of_a_5xx),
         cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
         cmocka_unit_test(server_is_where_the_client_addressed_the_request),
