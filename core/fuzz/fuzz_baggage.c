@@ -188,7 +188,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *in = (const char *)data;
     const char *comma;
     sp_baggage_counts c, c2;
-    sp_baggage_entry e, e2, first;
+    sp_baggage_entry e, e2, last;
     size_t i, j, n, m, segments = 1;
 
     for (i = 0; i < size; i++) {
@@ -226,22 +226,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(serialize(&pieces, out2) == n && memcmp(out, out2, n) == 0);
     }
 
-    /* get: the first member with a key, decoded, within its encoded size. */
+    /* get: the last member with a key, decoded, within its encoded size. */
     for (i = 0; sp_baggage_entry_at(&bag, i, &e) == SP_OK; i++) {
+        size_t last_at = i;
+
         if (e.key_len >= sizeof(key_arg)) {
             continue;
         }
         memcpy(key_arg, e.key, e.key_len);
         key_arg[e.key_len] = '\0';
-        for (j = 0; sp_baggage_entry_at(&bag, j, &first) == SP_OK; j++) {
-            if (has_key(&first, key_arg)) {
-                break;
+        for (j = 0; sp_baggage_entry_at(&bag, j, &last) == SP_OK; j++) {
+            if (has_key(&last, key_arg)) {
+                last_at = j;
             }
         }
-        CHECK(j <= i);
-        CHECK(sp_baggage_get(&bag, key_arg, val, first.value_len, &m)
+        CHECK(last_at >= i);
+        CHECK(sp_baggage_entry_at(&bag, last_at, &last) == SP_OK);
+        CHECK(sp_baggage_get(&bag, key_arg, val, last.value_len, &m)
               == SP_OK);
-        CHECK(m <= first.value_len);
+        CHECK(m <= last.value_len);
         CHECK(utf8_valid((const unsigned char *)val, m));
     }
 
