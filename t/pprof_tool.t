@@ -125,8 +125,10 @@ for my $line (split /\n/, $raw) {
 }
 
 is(scalar @samples, 4, 'four samples');
-is_deeply([map { $_->{values} } @samples], [('1 10000000') x 4],
-          'each sample: one sample, one period of cpu');
+is_deeply([map { $_->{values} } @samples],
+          ['1 10000000', '1 40000000', '1 10000000', '1 10000000'],
+          'each sample: one sample, its weight in periods of cpu (the '
+          . 'second missed 3 expirations)');
 my $ids = 0;
 $ids += @{ $_->{ids} } for @samples;
 is($ids, $frames, 'the frame count is the locations of the samples');

@@ -155,6 +155,8 @@ main(int argc, char **argv)
     }
     s = sample(1700000000133456789ULL, 4243, "nginx", SP_THREAD_BLOCKED);
     s.truncated = true;
+    /* stands for 4 intervals: its timer missed 3 expirations */
+    s.weight = 4;
     if (check(sp_pprof_add(p, &s, b, 4), "add 2") != 0) {
         goto done;
     }
