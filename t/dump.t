@@ -74,8 +74,11 @@ sub build_driver {
 # Folded stacks from `pprof -raw` (samples/count, the first value): each
 # sample's locations leaf first, each location's lines innermost first,
 # reversed to root first; equal stacks summed.
+# Folded stacks of a profile as pprof -raw reads it: samples, or with
+# value => 'cpu' the nanoseconds of cpu each stands for.
 sub pprof_folded {
     my ($profile, @opts) = @_;
+    my $cpu = @opts && $opts[0] eq 'cpu' ? shift @opts : '';
     my ($rc, $raw, $err) = run('go', 'tool', 'pprof', '-raw', @opts,
                                $profile);
     is($rc, 0, "pprof -raw @opts reads it") or diag($err);
@@ -84,9 +87,9 @@ sub pprof_folded {
         if ($line =~ /^(Samples|Locations|Mappings)/) { $section = $1; next }
         next unless $section;
         if ($section eq 'Samples'
-            && $line =~ /^\s+(\d+)\s+\d+: ([\d ]+?)\s*$/)
+            && $line =~ /^\s+(\d+)\s+(\d+): ([\d ]+?)\s*$/)
         {
-            push @samples, [$1, split ' ', $2];
+            push @samples, [$cpu ? $2 : $1, split ' ', $3];
         } elsif ($section eq 'Locations') {
             if ($line =~ /^\s+(\d+): 0x[0-9a-f]+ M=\d+ (\S+) \S+ s=\d+$/) {
                 $last = $1;
@@ -182,8 +185,11 @@ is_deeply(dump_top("$dir/p.jsonl"), $ptop,
           'top: every function with the flat and cum of pprof -top');
 
 my $cpu = dump_folded('--value=cpu', "$dir/p.jsonl");
-is_deeply($cpu, +{ map { ($_ => $want->{$_} * 10_000_000) } keys %$want },
-          '--value=cpu: each sample weighs the 10 ms period, in ns');
+is_deeply($cpu, pprof_folded("$dir/p.pb", 'cpu'),
+          '--value=cpu: the cpu nanoseconds pprof reads for each stack');
+is($cpu->{'main;ngx_worker_process_cycle;ngx_process_events;ngx_inner;'
+          . 'unknown'}, 40_000_000,
+   '--value=cpu: a sample of weight 4 (3 missed expirations) is 40 ms');
 
 ($rc, $out, $err) = run($DUMP, '--list', '--spans', "$dir/p.jsonl");
 is($rc, 0, '--list runs');
