@@ -275,6 +275,20 @@ sp_find(const sp_baggage *b, const char *key, size_t key_len)
     return i;
 }
 
+/* The last member with that key, plus one; 0 when none has it. */
+static size_t
+sp_find_last(const sp_baggage *b, const char *key, size_t key_len)
+{
+    size_t i;
+
+    for (i = b->count; i > 0; i--) {
+        if (sp_key_is(b, i - 1, key, key_len)) {
+            break;
+        }
+    }
+    return i;
+}
+
 /* The next octet of a value whose escapes were checked when it was stored. */
 static unsigned char
 sp_next_octet(const char *v, size_t len, size_t *pos)
@@ -384,18 +398,12 @@ sp_baggage_get(const sp_baggage *b, const char *key, char *out, size_t cap,
     sp_baggage_entry e;
     size_t i;
 
-    size_t key_len = strlen(key);
-
     /*
      * The last of several: what OpenTelemetry's propagators make of a
      * repeated key (each member put into a map in turn), so that a trace
      * this server selects is one the services behind it select too.
      */
-    for (i = b->count; i > 0; i--) {
-        if (sp_key_is(b, i - 1, key, key_len)) {
-            break;
-        }
-    }
+    i = sp_find_last(b, key, strlen(key));
     if (i == 0 || sp_baggage_entry_at(b, i - 1, &e) != SP_OK) {
         return SP_ERR_NOT_FOUND;
     }

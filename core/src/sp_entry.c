@@ -6,6 +6,7 @@
 #include "sp_http_authority.h"
 #include "sp_record.h"
 #include "sp_span_put.h"
+#include "sp_text.h"
 
 #include <string.h>
 #include <time.h>
@@ -354,24 +355,6 @@ sp_put_value(unsigned char *p, const char *key, size_t key_len,
                               sp_cut(v, len, SP_SPAN_STRING_MAX));
 }
 
-/* n (> 0) in decimal into out; its length. */
-static size_t
-sp_decimal(int64_t n, char out[SP_ENTRY_STATUS_DIGITS])
-{
-    char     tmp[SP_ENTRY_STATUS_DIGITS];
-    size_t   len = 0, i;
-    uint64_t v = (uint64_t)n;
-
-    do {
-        tmp[len++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0 && len < sizeof(tmp));
-    for (i = 0; i < len; i++) {
-        out[i] = tmp[len - 1 - i];
-    }
-    return len;
-}
-
 /*
  * The span record, into dst of sp_entry_max() bytes; its length. The
  * attributes are written here with their keys as constants, in the order
@@ -406,7 +389,9 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
      * code as a string. */
     if (h->status >= 500) {
         char   code[SP_ENTRY_STATUS_DIGITS];
-        size_t n = sp_decimal(h->status, code);
+        size_t n = 0;
+
+        sp_put_decimal(code, sizeof(code), &n, (uint64_t)h->status);
 
         p = sp_put_value(p, SP_KEY("error.type"), code, n);
     }

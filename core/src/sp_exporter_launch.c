@@ -11,6 +11,7 @@
 #include "sp_exporter_launch.h"
 #include "sp_log_prefix.h"
 #include "sp_shm.h"
+#include "sp_text.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -263,7 +264,7 @@ sp_child_say_exec_failed(const sp_launch_plan *plan, const char *path,
         sp_log_put(line, size, &n, why);
     } else {
         sp_log_put(line, size, &n, "error ");
-        sp_log_put_uint(line, size, &n, (unsigned int)err);
+        sp_put_decimal(line, size, &n, (uint64_t)err);
     }
     line[n++] = '\n';
     (void)!write(STDERR_FILENO, line, n);

@@ -3,6 +3,7 @@
  */
 #include "sp_log_prefix.h"
 #include "sp_exporter_launch.h"
+#include "sp_text.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -75,42 +76,27 @@ sp_log_put(char *buf, size_t size, size_t *n, const char *s)
     }
 }
 
-void
-sp_log_put_uint(char *buf, size_t size, size_t *n, unsigned int v)
-{
-    char   digits[12];
-    size_t d = 0;
-
-    do {
-        digits[d++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    while (d > 0 && *n < size) {
-        buf[(*n)++] = digits[--d];
-    }
-}
-
 size_t
 sp_log_ids(char *buf, size_t size, size_t n, sp_log_style style,
            const char *level, unsigned int pid, unsigned int tid)
 {
     switch (style) {
     case SP_LOG_STYLE_NGINX:
-        sp_log_put_uint(buf, size, &n, pid);
+        sp_put_decimal(buf, size, &n, pid);
         sp_log_put(buf, size, &n, "#");
-        sp_log_put_uint(buf, size, &n, tid);
+        sp_put_decimal(buf, size, &n, tid);
         sp_log_put(buf, size, &n, ": " SP_EXPORTER_NAME ": ");
         break;
     case SP_LOG_STYLE_HTTPD:
         sp_log_put(buf, size, &n, "[pid ");
-        sp_log_put_uint(buf, size, &n, pid);
+        sp_put_decimal(buf, size, &n, pid);
         sp_log_put(buf, size, &n, ":tid ");
-        sp_log_put_uint(buf, size, &n, tid);
+        sp_put_decimal(buf, size, &n, tid);
         sp_log_put(buf, size, &n, "] " SP_EXPORTER_NAME ": ");
         break;
     default:
         sp_log_put(buf, size, &n, SP_EXPORTER_NAME "[");
-        sp_log_put_uint(buf, size, &n, pid);
+        sp_put_decimal(buf, size, &n, pid);
         sp_log_put(buf, size, &n, "]: ");
         sp_log_put(buf, size, &n, level);
         sp_log_put(buf, size, &n, ": ");

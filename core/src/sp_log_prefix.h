@@ -41,9 +41,8 @@ size_t sp_log_stamp(char *buf, size_t size, sp_log_style style,
 size_t sp_log_ids(char *buf, size_t size, size_t n, sp_log_style style,
                   const char *level, unsigned int pid, unsigned int tid);
 
-/* Append s, or v's decimal digits, at buf + *n as far as they fit in
- * size. No NUL. Async-signal-safe. */
+/* Append s at buf + *n as far as it fits in size (numbers:
+ * sp_put_decimal, sp_text.h). No NUL. Async-signal-safe. */
 void sp_log_put(char *buf, size_t size, size_t *n, const char *s);
-void sp_log_put_uint(char *buf, size_t size, size_t *n, unsigned int v);
 
 #endif

@@ -1,13 +1,15 @@
 /*
  * HTTP's optional whitespace (RFC 9110 section 5.6.3: space and tab), which
- * every header and list format spanprof reads allows around its parts, and
- * its tokens' bytes. Private to the core.
+ * every header and list format spanprof reads allows around its parts,
+ * its tokens' bytes, and the decimal digits of the numbers spanprof
+ * writes as text. Private to the core.
  */
 #ifndef SP_TEXT_H
 #define SP_TEXT_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 static inline bool
@@ -51,6 +53,23 @@ sp_trim_ows(const char **s, size_t *len)
     *len -= skip;
     while (*len > 0 && sp_is_ows((*s)[*len - 1])) {
         (*len)--;
+    }
+}
+
+/* v's decimal digits at buf + *n, as far as they fit in size; no NUL.
+ * Async-signal-safe (a child between fork and exec writes with it). */
+static inline void
+sp_put_decimal(char *buf, size_t size, size_t *n, uint64_t v)
+{
+    char   digits[20];      /* UINT64_MAX's */
+    size_t d = 0;
+
+    do {
+        digits[d++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (d > 0 && *n < size) {
+        buf[(*n)++] = digits[--d];
     }
 }
 
