@@ -167,6 +167,8 @@ static ngx_int_t ngx_http_spanprof_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_keep_env(ngx_conf_t *cf);
+static ngx_int_t ngx_http_spanprof_keep_env_name(ngx_core_conf_t *ccf,
+    const char *name);
 static void ngx_http_spanprof_address(ngx_str_t *text, const char **data,
     size_t *len);
 static ngx_int_t ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir);
@@ -878,19 +880,21 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
 
 
 /*
- * The variables the exporter takes from the server's environment as they
- * are (SP_EXPORTER_PASSED_ENV: SPANPROF_CONSOLE_PATH, the text format,
- * SSL_CERT_FILE...): nginx clears the environment of the processes it
- * starts, the exporter's manager among them, but for TZ and the names of
- * its env directives, so each is added as "env NAME;" would, unless one
- * names it already.
+ * The variables the module reads: each setting's (SPEC 1), and the ones
+ * the exporter takes from the server's environment as they are
+ * (SP_EXPORTER_PASSED_ENV: SPANPROF_CONSOLE_PATH, SSL_CERT_FILE...), and
+ * where the exporter is. nginx clears the environment of the processes it
+ * starts but for TZ and the names of its env directives: the exporter's
+ * manager would not see them, nor would a new binary (nginx's online
+ * upgrade, which Debian's package upgrade does), which would read another
+ * configuration than the old one. Each is added as "env NAME;" would,
+ * unless one names it already.
  */
 static ngx_int_t
 ngx_http_spanprof_keep_env(ngx_conf_t *cf)
 {
-    size_t            len;
-    ngx_str_t        *var;
-    ngx_uint_t        i, j;
+    ngx_uint_t        i;
+    sp_setting        s;
     ngx_core_conf_t  *ccf;
 
     static const char *const  passed[] = SP_EXPORTER_PASSED_ENV;
@@ -899,30 +903,55 @@ ngx_http_spanprof_keep_env(ngx_conf_t *cf)
                                            ngx_core_module);
 
     for (i = 0; passed[i] != NULL; i++) {
-        len = ngx_strlen(passed[i]);
-        var = ccf->env.elts;
-
-        for (j = 0; j < ccf->env.nelts; j++) {
-            if (var[j].len >= len
-                && ngx_strncmp(var[j].data, passed[i], len) == 0
-                && (var[j].len == len || var[j].data[len] == '='))
-            {
-                break;
-            }
-        }
-
-        if (j < ccf->env.nelts) {
-            continue;
-        }
-
-        var = ngx_array_push(&ccf->env);
-        if (var == NULL) {
+        if (ngx_http_spanprof_keep_env_name(ccf, passed[i]) != NGX_OK) {
             return NGX_ERROR;
         }
-
-        var->data = (u_char *) passed[i];
-        var->len = len;
     }
+
+    for (s = 0; s < SP_SETTING_COUNT; s++) {
+        if (ngx_http_spanprof_keep_env_name(ccf, sp_setting_env_name(s))
+            != NGX_OK
+            || ngx_http_spanprof_keep_env_name(ccf, sp_setting_env_alias(s))
+               != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return ngx_http_spanprof_keep_env_name(ccf, SP_EXPORTER_PATH_ENV);
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_keep_env_name(ngx_core_conf_t *ccf, const char *name)
+{
+    size_t      len;
+    ngx_str_t  *var;
+    ngx_uint_t  j;
+
+    if (name == NULL) {
+        return NGX_OK;
+    }
+
+    len = ngx_strlen(name);
+    var = ccf->env.elts;
+
+    for (j = 0; j < ccf->env.nelts; j++) {
+        if (var[j].len >= len
+            && ngx_strncmp(var[j].data, name, len) == 0
+            && (var[j].len == len || var[j].data[len] == '='))
+        {
+            return NGX_OK;
+        }
+    }
+
+    var = ngx_array_push(&ccf->env);
+    if (var == NULL) {
+        return NGX_ERROR;
+    }
+
+    var->data = (u_char *) name;
+    var->len = len;
 
     return NGX_OK;
 }

@@ -1,0 +1,184 @@
+#!/usr/bin/perl
+# nginx's online upgrade of its executable (USR2, then QUIT to the old
+# master): what Debian's nginx package does on every upgrade while nginx
+# runs (its postinst calls "invoke-rc.d nginx upgrade"). The new master is
+# the old one's child, started by nginx with an environment of only TZ and
+# the names of env directives; it must read the same configuration as the
+# old one (the OTLP endpoint of the environment, not the default), start
+# an exporter of its own, and take over when the old master quits: every
+# request answered and traced before, during and after, one exporter left
+# at the end, nothing left once the new master stops. Real nginx (as a
+# daemon: nginx refuses USR2 when its parent did not change), the module's
+# exporter and the independent receiver.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Socket::INET;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_cmd);
+use Spanprof::Receiver;
+use Spanprof::Procs qw(processes family shm_of);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+
+my $dir = new_dir();
+my $recv = Spanprof::Receiver->start(dir => $dir);
+my $endpoint = 'http://127.0.0.1:' . $recv->port;
+
+my $port = nginx_conf($dir);
+my $conf = read_file("$dir/nginx.conf");
+$conf =~ s/daemon off;/daemon on;/;
+write_file("$dir/nginx.conf", $conf);
+
+# The masters this test started, for the END block.
+my @masters;
+
+sub pid_file {
+    my ($name) = @_;
+    my $pid = read_file("$dir/$name") // return undef;
+    return $pid =~ /^(\d+)/ ? $1 : undef;
+}
+
+sub wait_until {
+    my ($cond, $seconds) = @_;
+    my $end = time + ($seconds // 10);
+    while (time < $end) {
+        return 1 if $cond->();
+        sleep 0.05;
+    }
+    return $cond->();
+}
+
+# The processes of a master's own generation: the new master is the old
+# one's child, and its processes are not the old master's.
+sub generation {
+    my ($master, $other) = @_;
+    my %skip = map { $_->{pid} => 1 } $other ? family($other) : ();
+    $skip{$other} = 1 if $other;
+    return grep { !$skip{ $_->{pid} } } family($master);
+}
+
+sub exporters_of {
+    my ($master, $other) = @_;
+    return grep { $_->{args} =~ /^spanprof-exporter/ }
+        generation($master, $other);
+}
+
+sub alive { kill 0, $_[0] }
+
+# A GET with a traceparent of trace $trace; 1 when answered 200.
+sub traced_get {
+    my ($trace) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp', Timeout => 5) or return 0;
+    print $s "GET / HTTP/1.0\r\nHost: localhost\r\n"
+        . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n\r\n";
+    local $/;
+    my $resp = <$s> // '';
+    return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
+}
+
+sub spans_of {
+    my ($trace) = @_;
+    my ($spans) = $recv->collect;
+    return grep { ($_->{traceId} // '') eq $trace } @$spans;
+}
+
+sub wait_spans {
+    my ($trace, $n) = @_;
+    wait_until(sub { spans_of($trace) >= $n }, 10);
+    return scalar spans_of($trace);
+}
+
+{
+    local %ENV = (%ENV,
+        OTEL_EXPORTER_OTLP_ENDPOINT => $endpoint,
+        OTEL_SERVICE_NAME           => 'upgrade-test',
+        OTEL_BSP_SCHEDULE_DELAY     => '100',
+    );
+    system(nginx_cmd($dir)) == 0 or BAIL_OUT(read_file("$dir/error.log"));
+}
+my $old = pid_file('nginx.pid');
+ok($old, 'nginx starts as a daemon') or BAIL_OUT(read_file("$dir/error.log"));
+push @masters, $old;
+ok(wait_until(sub { exporters_of($old) == 1 }), 'one exporter');
+
+my $before = 'a1' x 16;
+my $during = 'a2' x 16;
+my $after = 'a3' x 16;
+
+ok(traced_get($before), 'a request before the upgrade');
+is(wait_spans($before, 1), 1, 'its span arrives');
+
+# The upgrade: a new master, its own workers and exporter, beside the old.
+kill 'USR2', $old;
+my $new;
+ok(wait_until(sub {
+        $new = pid_file('nginx.pid');
+        defined $new && $new != $old
+            && (pid_file('nginx.pid.oldbin') // 0) == $old;
+    }), 'USR2: a new master, the old one in nginx.pid.oldbin');
+push @masters, $new if $new;
+ok(wait_until(sub { exporters_of($new) == 1 }),
+   'the new master starts an exporter of its own');
+is(scalar exporters_of($old, $new), 1,
+   'the old master keeps its exporter');
+
+# The new master read the old one's configuration: a new binary that lost
+# OTEL_EXPORTER_OTLP_ENDPOINT sends to localhost:4317.
+sub started_endpoints {
+    return (read_file("$dir/error.log") // '')
+        =~ /spanprof-exporter: started for nginx[^\n]*traces otlp ([^\s,]+)/g;
+}
+ok(wait_until(sub { my @e = started_endpoints(); @e == 2 }),
+   'both exporters logged their start');
+my @endpoints = started_endpoints();
+is_deeply(\@endpoints, [ $endpoint, $endpoint ],
+          'the new exporter sends where the old one did');
+
+# Both generations accept on the inherited socket: every request is
+# answered and traced whichever serves it.
+my $ok = 0;
+$ok += traced_get($during) for 1 .. 20;
+is($ok, 20, '20 requests while both masters run, all answered');
+is(wait_spans($during, 20), 20, 'and all 20 spans arrive');
+
+# The old master quits: it and everything of it goes.
+my @old_family = map { $_->{pid} } generation($old, $new);
+kill 'QUIT', $old;
+ok(wait_until(sub { !alive($old) && !grep { alive($_) } @old_family }, 20),
+   'QUIT: the old master, its workers and its exporter exit');
+is(scalar exporters_of($new), 1, 'one exporter left, the new master\'s');
+my ($inodes) = shm_of($new);
+is(scalar keys %$inodes, 1, 'the new master holds one shared memory');
+
+ok(traced_get($after), 'a request after the upgrade');
+is(wait_spans($after, 1), 1, 'its span arrives');
+my ($span) = spans_of($after);
+is(Spanprof::Receiver::attribute($span->{resource}{attributes},
+                                    'service.name'),
+   'upgrade-test', 'with the service name of the environment');
+
+my @new_family = map { $_->{pid} } family($new);
+kill 'QUIT', $new;
+ok(wait_until(sub { !alive($new) && !grep { alive($_) } @new_family }, 20),
+   'QUIT: the new master and everything of it exit');
+
+my $log = read_file("$dir/error.log") // '';
+my @bad = $log =~ /^(.*\[(?:alert|crit|emerg)\].*)$/mg;
+is_deeply(\@bad, [], 'no alert, crit or emerg in the error log');
+
+END {
+    for my $m (@masters) {
+        kill 'TERM', $m if $m && kill 0, $m;
+    }
+}
+
+done_testing();
