@@ -455,10 +455,11 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_http_spanprof_main_conf_t *smcf = conf;
 
     /*
-     * The master reads the environment once per configuration load; the
-     * workers inherit the result, whatever nginx's "env" directive keeps.
+     * The master reads the environment (and "env NAME=value;" lines) once
+     * per configuration load; the workers inherit the result.
      */
-    sp_config_complete(smcf->config, ngx_http_spanprof_getenv, NULL,
+    sp_config_complete(smcf->config, ngx_http_spanprof_getenv,
+                       ngx_get_conf(cf->cycle->conf_ctx, ngx_core_module),
                        ngx_http_spanprof_warn, cf->log);
 
     sp_entry_policy_from_config(smcf->config, &smcf->policy);
@@ -620,9 +621,36 @@ ngx_http_spanprof_cleanup_config(void *data)
 }
 
 
+/*
+ * A variable of the master's environment, or of an "env NAME=value;" line
+ * above the http block: nginx sets those only in the processes it starts,
+ * but an operator who writes one for a setting means spanprof to see it.
+ * The first line of a name wins, as getenv() would find it in the
+ * environment nginx builds from them.
+ */
 static const char *
 ngx_http_spanprof_getenv(void *ctx, const char *name)
 {
+    size_t            len;
+    ngx_str_t        *var;
+    ngx_uint_t        i;
+    ngx_core_conf_t  *ccf = ctx;
+
+    len = ngx_strlen(name);
+    var = ccf->env.elts;
+
+    for (i = 0; i < ccf->env.nelts; i++) {
+        /*
+         * "env" keeps the name's length and the word as written, which
+         * the parser ends with a NUL: the value is a C string.
+         */
+        if (var[i].len == len && var[i].data[len] == '='
+            && ngx_strncmp(var[i].data, name, len) == 0)
+        {
+            return (const char *) var[i].data + len + 1;
+        }
+    }
+
     return getenv(name);
 }
 
@@ -937,10 +965,8 @@ ngx_http_spanprof_keep_env_name(ngx_core_conf_t *ccf, const char *name)
     var = ccf->env.elts;
 
     for (j = 0; j < ccf->env.nelts; j++) {
-        if (var[j].len >= len
-            && ngx_strncmp(var[j].data, name, len) == 0
-            && (var[j].len == len || var[j].data[len] == '='))
-        {
+        /* "env NAME=value;" keeps the name's length too */
+        if (var[j].len == len && ngx_strncmp(var[j].data, name, len) == 0) {
             return NGX_OK;
         }
     }

@@ -9,11 +9,12 @@ use warnings;
 use lib 't/lib';
 use Test::More;
 
-use Spanprof::Server qw(new_dir write_file nginx_conf nginx_test
+use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_test
                         nginx_start);
 use Spanprof::Settings qw(settings);
 use Spanprof::ConfigChecks qw(check_loads check_directives
-                              check_bad_environment check_startup_line);
+                              check_bad_environment check_startup_line
+                              startup_log);
 
 my $dir = new_dir();
 write_file("$dir/ca.pem", "-----BEGIN CERTIFICATE-----\n");
@@ -40,6 +41,34 @@ check_loads(\%nginx, $dir);
 check_directives(\%nginx, $dir, @settings);
 check_bad_environment(\%nginx, $dir, @settings);
 check_startup_line(\%nginx, $dir, @settings);
+
+# --- "env NAME=value;" lines: nginx sets them only in the processes it
+# starts, but the module reads them as the environment, the first line of a
+# name first, over the master's own environment.
+
+my %env_lines = (%nginx, conf => sub {
+    my ($dir, $directives) = @_;
+    my $port = $nginx{conf}->($dir, $directives);
+    my $conf = read_file("$dir/nginx.conf");
+    write_file("$dir/nginx.conf",
+               "env OTEL_SERVICE_NAME=from-env-line;\n"
+               . "env OTEL_SERVICE_NAME=second-line;\n"
+               . "env SPLUNK_SNAPSHOT_SAMPLING_INTERVAL=25;\n"
+               . "env SPLUNK_PROFILER_ENABLED=maybe;\n$conf");
+    return $port;
+});
+my $log = startup_log(\%env_lines, $dir, '',
+                      OTEL_SERVICE_NAME => 'from-environment');
+like($log, qr/OTEL_SERVICE_NAME=from-env-line \(env\)/,
+     'env NAME=value: its value, over the environment\'s');
+like($log, qr/SPLUNK_SNAPSHOT_SAMPLING_INTERVAL=25ms \(env\)/,
+     'env NAME=value: each line');
+like($log,
+     qr/invalid value "maybe" in environment variable SPLUNK_PROFILER_ENABLED/,
+     'env NAME=value: a bad value warns as a bad variable does');
+$log = startup_log(\%env_lines, $dir, 'spanprof_service_name from-directive');
+like($log, qr/OTEL_SERVICE_NAME=from-directive \(directive\)/,
+     'env NAME=value: a directive wins over it');
 
 # --- where directives may appear
 

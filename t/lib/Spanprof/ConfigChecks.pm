@@ -20,7 +20,7 @@ use Spanprof::Settings qw(settings);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(check_loads check_directives check_bad_environment
-                    check_startup_line);
+                    check_startup_line startup_log);
 
 my $SECRET = '(not shown: it holds secrets)';
 
