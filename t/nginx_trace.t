@@ -59,6 +59,13 @@ http {
             gzip_min_length 0;
             add_header X-Trace \$spanprof_trace_id;
         }
+        location /bigaio {
+            alias $dir/big.txt;
+            aio threads;
+            gzip on; gzip_comp_level 9; gzip_types text/plain;
+            gzip_min_length 0;
+            add_header X-Trace \$spanprof_trace_id;
+        }
         location /fail { return 503; }
         location / { return 200 "ok\\n"; }
     }
@@ -196,6 +203,16 @@ for (1 .. 6) {
     push @heavy, $1 if $hd =~ /^X-Trace: ([0-9a-f]{32})/mi;
 }
 is(scalar @heavy, 6, 'the heavy requests answered with their trace ids');
+# The same read by a thread pool (aio threads): the read is the pool's, the
+# gzip work after its completion the request's, on the worker's thread.
+my @aio;
+for (1 .. 3) {
+    my $hd = curl('-D', '-', '-o', '/dev/null', '-H', "'Accept-Encoding: gzip'",
+                  '-H', "'baggage: splunk.trace.snapshot.volume=highest'",
+                  "http://127.0.0.1:$port/bigaio");
+    push @aio, $1 if $hd =~ /^X-Trace: ([0-9a-f]{32})/mi;
+}
+is(scalar @aio, 3, 'aio threads: the heavy requests answered');
 my $cheap = curl('-D', '-', '-o', '/dev/null',
                  '-H', "'baggage: splunk.trace.snapshot.volume=off'",
                  "http://127.0.0.1:$port/big");
@@ -206,7 +223,8 @@ my $end = time + 15;
 while (time < $end) {
     ($spans, $samples) = $recv->collect;
     my %have = map { $_->{labels}{trace_id} // '' => 1 } @$samples;
-    last if @$spans >= 20 && (grep { $have{$_} } @heavy) >= 3;
+    last if @$spans >= 20 && (grep { $have{$_} } @heavy) >= 3
+        && (grep { $have{$_} } @aio) >= 1;
     sleep 0.2;
 }
 
@@ -262,6 +280,18 @@ ok(@deflate >= 1, 'their stacks show zlib\'s deflate');
 ok((grep { grep { ($_->{function} // '') =~ /^ngx_/ } @{ $_->{frames} } } @mine) >= 1,
    'and nginx\'s own functions');
 is((grep { !$_->{labels}{span_id} } @mine), 0, 'every such sample has a span id');
+my %aio = map { $_ => 1 } @aio;
+my @aio_samples = grep { $aio{ $_->{labels}{trace_id} // '' } } @$samples;
+ok((grep { grep { ($_->{function} // '') eq 'deflate' } @{ $_->{frames} } }
+    @aio_samples) >= 1,
+   'aio threads: the gzip work after the completion is the request\'s')
+    or diag(scalar(@aio_samples) . ' samples under their ids');
+# A thread pool's thread is not the worker's main one, whose id is the
+# worker's pid.
+is((grep { ($_->{labels}{'thread.os.id'} // '')
+           ne (attribute($_->{resource}{attributes}, 'process.pid') // '-') }
+    @aio_samples), 0,
+   'aio threads: every sample under their ids is of the worker\'s thread');
 my ($cheap_id) = $cheap =~ /^X-Trace: ([0-9a-f]{32})/mi;
 is((grep { ($_->{labels}{trace_id} // '') eq ($cheap_id // 'x') } @$samples), 0,
    'a request with volume off has no samples');
