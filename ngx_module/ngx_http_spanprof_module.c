@@ -988,10 +988,14 @@ ngx_http_spanprof_keep_env_name(ngx_core_conf_t *ccf, const char *name)
  * the client body temp path (Debian's /var/lib/nginx, nginx.org's
  * /var/cache/nginx), which nginx must be able to write, rather than under
  * its prefix (Debian's /usr/share/nginx), which a hardened host mounts
- * read-only and where nginx would then fail to start. Only a directory
- * that root owns and nobody else may write: nginx chowns the path it
- * creates, following a link, so a name in a world-writable directory
- * (/tmp) could be made to point elsewhere. NGX_DECLINED: none such.
+ * read-only and where nginx would then fail to start. A master running as
+ * root takes only a directory that root owns and nobody else may write:
+ * it chowns the path it creates, following a link, so a name in a
+ * world-writable directory (/tmp) could be made to point elsewhere. One
+ * that is not root (nginx-unprivileged, "nginx -g 'daemon off;'" as a
+ * container's user) never chowns, and cannot create anything in a prefix
+ * owned by root: it takes the directory if it may write it (its temp
+ * paths moved to /tmp: /tmp/spanprof). NGX_DECLINED: none such.
  */
 static ngx_int_t
 ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir)
@@ -1041,10 +1045,16 @@ ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir)
     ngx_memcpy(dir->data, body.data, dir->len);
     dir->data[dir->len] = '\0';
 
-    if (ngx_file_info(dir->data, &fi) == NGX_FILE_ERROR
-        || !ngx_is_dir(&fi) || fi.st_uid != 0
-        || (fi.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    {
+    if (ngx_file_info(dir->data, &fi) == NGX_FILE_ERROR || !ngx_is_dir(&fi)) {
+        return NGX_DECLINED;
+    }
+
+    if (geteuid() != 0) {
+        return access((char *) dir->data, W_OK | X_OK) == 0 ? NGX_OK
+                                                            : NGX_DECLINED;
+    }
+
+    if (fi.st_uid != 0 || (fi.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
         return NGX_DECLINED;
     }
 
