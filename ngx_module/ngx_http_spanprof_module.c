@@ -138,6 +138,8 @@ static ngx_uint_t                  ngx_http_spanprof_nphases;
 static ngx_uint_t                  ngx_http_spanprof_nprofiled;
 static ngx_uint_t                  ngx_http_spanprof_nested;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
+static ngx_msec_t                  ngx_http_spanprof_exporter_stop;
+static ngx_flag_t                  ngx_http_spanprof_at_exit;
 static sp_exporter_restarts        ngx_http_spanprof_restarts;
 static ngx_msec_t                  ngx_http_spanprof_start_at;
 static ngx_file_uniq_t             ngx_http_spanprof_log_ino;
@@ -175,6 +177,7 @@ static ngx_int_t ngx_http_spanprof_state_dir(ngx_conf_t *cf, ngx_str_t *dir);
 static ngx_int_t ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
     ngx_http_spanprof_main_conf_t *smcf);
 static ngx_msec_t ngx_http_spanprof_manager(void *data);
+static void ngx_http_spanprof_manager_exit(void);
 static ngx_int_t ngx_http_spanprof_log_moved(void);
 static ngx_int_t ngx_http_spanprof_init_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_exit_process(ngx_cycle_t *cycle);
@@ -1222,6 +1225,17 @@ ngx_http_spanprof_manager(void *data)
     sp_exporter_restarts_started(&ngx_http_spanprof_restarts,
                                  ngx_current_msec);
 
+    /* its stop: the export timeout, and a second to drain and exit */
+    ngx_http_spanprof_exporter_stop = (ngx_msec_t) sp_config_integer(
+                                          smcf->config,
+                                          SP_SETTING_OTLP_TIMEOUT) + 1000;
+
+    if (!ngx_http_spanprof_at_exit
+        && atexit(ngx_http_spanprof_manager_exit) == 0)
+    {
+        ngx_http_spanprof_at_exit = 1;
+    }
+
     if (l.log_fd != -1 && ngx_fd_info(l.log_fd, &fi) != NGX_FILE_ERROR) {
         ngx_http_spanprof_log_known = 1;
         ngx_http_spanprof_log_dev = fi.st_dev;
@@ -1231,6 +1245,62 @@ ngx_http_spanprof_manager(void *data)
                   "spanprof: exporter process %P started", (ngx_pid_t) pid);
 
     return 1000;
+}
+
+
+/*
+ * The manager process leaves with exit() (nginx calls no module's
+ * exit_process for it) on reload and on stop. The exporter flushes what
+ * it holds when it gets SIGTERM; the master waits for the manager but
+ * not for the exporter, and a container's (or systemd's KillMode=mixed)
+ * stop kills every process left once the master is gone: without this
+ * wait the spans the exporter held were lost on every "docker stop".
+ * Bounded by the exporter's own stop: the export timeout and a second.
+ */
+static void
+ngx_http_spanprof_manager_exit(void)
+{
+    int          status;
+    ngx_pid_t    pid, r;
+    ngx_msec_t   start;
+    ngx_err_t    err;
+
+    pid = ngx_http_spanprof_exporter;
+    if (pid <= 0) {
+        return;
+    }
+
+    ngx_http_spanprof_exporter = -1;
+
+    /* 0: still this process's child, so the pid is not another's */
+    if (waitpid(pid, &status, WNOHANG) != 0 || kill(pid, SIGTERM) == -1) {
+        return;
+    }
+
+    ngx_time_update();
+    start = ngx_current_msec;
+
+    for ( ;; ) {
+        r = waitpid(pid, &status, WNOHANG);
+        err = ngx_errno;
+
+        /* ECHILD: nginx's SIGCHLD handler reaped it */
+        if (r == pid || (r == -1 && err == NGX_ECHILD)) {
+            return;
+        }
+
+        ngx_time_update();
+        if (ngx_current_msec - start >= ngx_http_spanprof_exporter_stop) {
+            break;
+        }
+
+        ngx_msleep(10);
+    }
+
+    ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                  "spanprof: exporter process %P did not stop within "
+                  "%M ms, what it still holds may be lost",
+                  pid, ngx_http_spanprof_exporter_stop);
 }
 
 

@@ -1003,7 +1003,10 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
         e->last_logged_code = r->code;
         e->last_failure_log_ms = now;
     }
-    if (r->retryable && !e->quit) {
+    /* Stopping (a deadline is set): no retry. A collector that refuses
+     * now is not waited for, and the server's stop waits for the
+     * exporter (nginx's manager does). */
+    if (r->retryable && !e->quit && e->deadline_ms == 0) {
         sp_otlp_retry_policy p;
 
         memset(&p, 0, sizeof(p));
@@ -1034,7 +1037,11 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
     if (it->signal == SP_OTLP_SIGNAL_TRACES) {
         e->queue_spans -= it->records;
     }
-    e->shared.dropped_export_failed += it->records;
+    if (r->retryable) {
+        e->shared.dropped_shutdown += it->records;
+    } else {
+        e->shared.dropped_export_failed += it->records;
+    }
     sp_item_free(it);
 }
 
@@ -1451,6 +1458,8 @@ sp_exporter_run(sp_exporter_loop *e)
     end = sp_monotonic_ms() + e->timeout_ms;
     pthread_mutex_lock(&e->lock);
     e->deadline_ms = end;
+    /* one attempt each, now: no backoff is waited out */
+    e->next_attempt_ms = 0;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
     sp_exporter_wait_idle(e, e->timeout_ms);
