@@ -1409,6 +1409,8 @@ sp_exporter_claim(sp_exporter_loop *e)
                    "another exporter still reads the region: waiting");
             waited = true;
         }
+        /* again each time: a wish of a reader that died is not ours */
+        sp_region_want_reader(e->o.region, e->pid);
         sp_sleep_ms(SP_CLAIM_RETRY_MS);
     }
     return SP_ERR_NOT_FOUND;
@@ -1430,7 +1432,7 @@ sp_sender_stop(sp_exporter_loop *e)
 sp_status
 sp_exporter_run(sp_exporter_loop *e)
 {
-    uint64_t end;
+    uint64_t end, now;
     int      pass;
 
     if (sp_exporter_claim(e) != SP_OK) {
@@ -1448,21 +1450,35 @@ sp_exporter_run(sp_exporter_loop *e)
         }
     }
 
-    /* Stopping: what the workers wrote until now (every slot looked at,
-     * not only the claimed ones), then everything held, within the export
-     * timeout. */
+    /*
+     * Stopping, within the export timeout. Workers that finish their
+     * requests after a graceful stop began write spans after this: read
+     * on while one lives, for half of it, unless another exporter waits
+     * for the region (a reload, a reopened log: it reads their rings).
+     * Then what the workers wrote until now (every slot looked at, not
+     * only the claimed ones), then everything held.
+     */
+    end = sp_monotonic_ms() + e->timeout_ms;
+    while (sp_monotonic_ms() < end - e->timeout_ms / 2
+           && !sp_region_reader_wanted(e->o.region, e->pid)
+           && sp_region_writers_alive(e->o.region))
+    {
+        if (sp_exporter_step(e) == 0) {
+            sp_sleep_ms(SP_PASS_SLEEP_MS);
+        }
+    }
     e->next_rescan_ms = 0;
     for (pass = 0; pass < 64 && sp_exporter_step(e) > 0; pass++) {
     }
     sp_exporter_flush(e);
-    end = sp_monotonic_ms() + e->timeout_ms;
     pthread_mutex_lock(&e->lock);
     e->deadline_ms = end;
     /* one attempt each, now: no backoff is waited out */
     e->next_attempt_ms = 0;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
-    sp_exporter_wait_idle(e, e->timeout_ms);
+    now = sp_monotonic_ms();
+    sp_exporter_wait_idle(e, end > now ? end - now : 0);
 
     sp_sender_stop(e);
     pthread_mutex_lock(&e->lock);

@@ -169,6 +169,20 @@ SP_API sp_status sp_region_claim_reader(sp_region *region, uint32_t pid);
 SP_API void sp_region_release_reader(sp_region *region, uint32_t pid);
 
 /*
+ * A reader that waits for the region (sp_region_claim_reader failed) says
+ * so; the one reading it asks, when it stops, whether another live
+ * process waits (a reload: hand over at once, the new reader reads every
+ * ring) or not (a stop: read on while writers may still write). Taking
+ * the region clears the wish.
+ */
+SP_API void sp_region_want_reader(sp_region *region, uint32_t pid);
+SP_API bool sp_region_reader_wanted(const sp_region *region, uint32_t pid);
+
+/* Whether a live process owns a slot: a writer that may still write. Reads
+ * /proc for each owned slot. */
+SP_API bool sp_region_writers_alive(const sp_region *region);
+
+/*
  * How many claims (sp_region_claim) have succeeded in the region, ever.
  * A reader that loads this, then the slots' owners, and later finds the
  * number unchanged knows no slot was claimed in between: it can visit the

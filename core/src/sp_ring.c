@@ -114,7 +114,8 @@ typedef struct sp_region_hdr {
     _Atomic uint64_t claims;
     unsigned char    pad0[16];
     _Atomic uint64_t reader;
-    unsigned char    pad1[56];
+    _Atomic uint64_t reader_wanted;     /* a reader that waits for it */
+    unsigned char    pad1[48];
 } sp_region_hdr;
 
 typedef struct sp_slot {
@@ -522,9 +523,49 @@ sp_region_claim_reader(sp_region *region, uint32_t pid)
         if (atomic_compare_exchange_strong_explicit(&region->hdr->reader,
                 &cur, want, memory_order_acq_rel, memory_order_acquire))
         {
+            cur = want;
+            atomic_compare_exchange_strong_explicit(
+                &region->hdr->reader_wanted, &cur, 0, memory_order_acq_rel,
+                memory_order_relaxed);
             return SP_OK;
         }
     }
+}
+
+void
+sp_region_want_reader(sp_region *region, uint32_t pid)
+{
+    uint64_t want = sp_owner_word(pid);
+
+    if (want != 0) {
+        atomic_store_explicit(&region->hdr->reader_wanted, want,
+                              memory_order_release);
+    }
+}
+
+bool
+sp_region_reader_wanted(const sp_region *region, uint32_t pid)
+{
+    uint64_t w = atomic_load_explicit(&region->hdr->reader_wanted,
+                                      memory_order_acquire);
+
+    return w != 0 && (uint32_t)w != pid && sp_owner_alive(w);
+}
+
+bool
+sp_region_writers_alive(const sp_region *region)
+{
+    uint64_t owner;
+    uint32_t i;
+
+    for (i = 0; i < region->slots; i++) {
+        owner = atomic_load_explicit(&region->rings[i].slot->owner,
+                                     memory_order_acquire);
+        if (owner != 0 && sp_owner_alive(owner)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 void

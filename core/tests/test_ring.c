@@ -1620,6 +1620,55 @@ one_reader_per_region(void **state)
     fx_close(&fx);
 }
 
+/* A reader that waits says so; the reader sees it while the waiter lives,
+ * not its own wish, and taking the region clears it. */
+static void
+a_waiting_reader_is_seen(void **state)
+{
+    region_fx fx;
+    pid_t     child = spawn_sleeper();
+    uint32_t  me = (uint32_t)getpid();
+
+    (void)state;
+    fx_open(&fx, 1, 4096, true);
+    assert_int_equal(sp_region_claim_reader(fx.region, me), SP_OK);
+    assert_false(sp_region_reader_wanted(fx.region, me));
+    sp_region_want_reader(fx.region, (uint32_t)child);
+    assert_true(sp_region_reader_wanted(fx.region, me));
+    assert_false(sp_region_reader_wanted(fx.region, (uint32_t)child));
+    sp_region_release_reader(fx.region, me);
+    assert_int_equal(sp_region_claim_reader(fx.region, (uint32_t)child),
+                     SP_OK);
+    assert_false(sp_region_reader_wanted(fx.region, me));
+
+    /* a waiter that died is no reason to hand over */
+    sp_region_want_reader(fx.region, me);
+    assert_true(sp_region_reader_wanted(fx.region, (uint32_t)child));
+    end_child(child);
+    sp_region_want_reader(fx.region, (uint32_t)child);
+    assert_false(sp_region_reader_wanted(fx.region, me));
+    fx_close(&fx);
+}
+
+/* Writers alive: a slot owned by a live process; none once released or
+ * once its owner died. */
+static void
+writers_alive_follows_the_owners(void **state)
+{
+    region_fx fx;
+    sp_ring  *r;
+
+    (void)state;
+    fx_open(&fx, 2, 4096, true);
+    assert_false(sp_region_writers_alive(fx.region));
+    r = sp_region_claim(fx.region, (uint32_t)getpid());
+    assert_non_null(r);
+    assert_true(sp_region_writers_alive(fx.region));
+    sp_region_release(r);
+    assert_false(sp_region_writers_alive(fx.region));
+    fx_close(&fx);
+}
+
 int
 main(void)
 {
@@ -1657,6 +1706,8 @@ main(void)
         cmocka_unit_test(zombies_and_reused_pids_are_dead),
         cmocka_unit_test(concurrent_claims_get_distinct_slots),
         cmocka_unit_test(one_reader_per_region),
+        cmocka_unit_test(a_waiting_reader_is_seen),
+        cmocka_unit_test(writers_alive_follows_the_owners),
     };
 
     return cmocka_run_group_tests_name("ring", tests, NULL, NULL);
