@@ -27,9 +27,11 @@
 #include "apr_strings.h"
 #include "apr_thread_proc.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include <sp_config.h>
 #include <sp_entry.h>
@@ -129,6 +131,9 @@ static int               spanprof_generation_stopping;
  * until this time, when not 0; the monitor hook starts it then. */
 static sp_exporter_restarts  spanprof_restarts;
 static apr_time_t        spanprof_restart_at;
+/* How long httpd's exit waits for its exporter's flush: the export
+ * timeout of the configuration it was started with, and a second. */
+static apr_interval_time_t  spanprof_exporter_grace;
 
 static apr_status_t
 spanprof_destroy_config(void *data)
@@ -358,6 +363,8 @@ spanprof_exporter_spawn(server_rec *s)
         return APR_EGENERAL;
     }
     rec->proc.pid = pid;
+    spanprof_exporter_grace = apr_time_from_msec(
+        sp_config_integer(l.config, SP_SETTING_OTLP_TIMEOUT) + 1000);
     apr_proc_other_child_register(&rec->proc, spanprof_exporter_event, rec,
                                   NULL, s->process->pool);
     spanprof_exporter = rec;
@@ -429,19 +436,57 @@ spanprof_exporter_event(int reason, void *data, int status)
     }
 }
 
+/*
+ * httpd exits: the exporter flushes what it holds within the export
+ * timeout, and httpd waits for it. The first process of a container, or a
+ * systemd unit with KillMode=mixed (Debian's apache2.service), takes every
+ * process left with it when it exits: without the wait the spans the
+ * exporter held were lost at every stop.
+ */
+static void
+spanprof_exporter_wait(pid_t pid)
+{
+    int         status;
+    pid_t       r;
+    apr_time_t  end = apr_time_now() + spanprof_exporter_grace;
+
+    for ( ;; ) {
+        r = waitpid(pid, &status, WNOHANG);
+        /* ECHILD: reaped already */
+        if (r == pid || (r == -1 && errno == ECHILD)) {
+            return;
+        }
+        if (apr_time_now() >= end) {
+            break;
+        }
+        apr_sleep(apr_time_from_msec(10));
+    }
+    ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ap_server_conf,
+                 "spanprof: exporter process %" APR_PID_T_FMT " did not "
+                 "stop within %" APR_TIME_T_FMT " ms, what it still holds "
+                 "may be lost", pid, apr_time_as_msec(spanprof_exporter_grace));
+}
+
 /* Runs when pconf goes (restart, stop): the exporter of this generation
- * flushes and leaves; the next post_config starts a new one. */
+ * flushes and leaves; the next post_config starts a new one, and on a
+ * stop httpd waits for it. */
 static apr_status_t
 spanprof_exporter_stop(void *data)
 {
+    pid_t pid = -1;
+
     spanprof_generation_stopping = 1;
     if (spanprof_exporter != NULL) {
         spanprof_exporter->stopping = 1;
-        if (spanprof_exporter->proc.pid > 0) {
-            kill(spanprof_exporter->proc.pid, SIGTERM);
+        pid = spanprof_exporter->proc.pid;
+        if (pid > 0) {
+            kill(pid, SIGTERM);
         }
     }
     spanprof_exporter = NULL;
+    if (pid > 0 && ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING) {
+        spanprof_exporter_wait(pid);
+    }
     return APR_SUCCESS;
 }
 
