@@ -27,11 +27,9 @@
 #include "apr_strings.h"
 #include "apr_thread_proc.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include <sys/wait.h>
 
 #include <sp_config.h>
 #include <sp_entry.h>
@@ -436,37 +434,6 @@ spanprof_exporter_event(int reason, void *data, int status)
     }
 }
 
-/*
- * httpd exits: the exporter flushes what it holds within the export
- * timeout, and httpd waits for it. The first process of a container, or a
- * systemd unit with KillMode=mixed (Debian's apache2.service), takes every
- * process left with it when it exits: without the wait the spans the
- * exporter held were lost at every stop.
- */
-static void
-spanprof_exporter_wait(pid_t pid)
-{
-    int         status;
-    pid_t       r;
-    apr_time_t  end = apr_time_now() + spanprof_exporter_grace;
-
-    for ( ;; ) {
-        r = waitpid(pid, &status, WNOHANG);
-        /* ECHILD: reaped already */
-        if (r == pid || (r == -1 && errno == ECHILD)) {
-            return;
-        }
-        if (apr_time_now() >= end) {
-            break;
-        }
-        apr_sleep(apr_time_from_msec(10));
-    }
-    ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ap_server_conf,
-                 "spanprof: exporter process %" APR_PID_T_FMT " did not "
-                 "stop within %" APR_TIME_T_FMT " ms, what it still holds "
-                 "may be lost", pid, apr_time_as_msec(spanprof_exporter_grace));
-}
-
 /* Runs when pconf goes (restart, stop): the exporter of this generation
  * flushes and leaves; the next post_config starts a new one, and on a
  * stop httpd waits for it. */
@@ -484,8 +451,21 @@ spanprof_exporter_stop(void *data)
         }
     }
     spanprof_exporter = NULL;
-    if (pid > 0 && ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING) {
-        spanprof_exporter_wait(pid);
+    /*
+     * httpd exits (not a restart): wait for the flush. A container's
+     * first process, or a systemd unit with KillMode=mixed (Debian's
+     * apache2.service), takes every process left with it: without the
+     * wait the spans the exporter held were lost at every stop.
+     */
+    if (pid > 0 && ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING
+        && !sp_exporter_wait_exit(pid,
+               (uint64_t) apr_time_as_msec(spanprof_exporter_grace)))
+    {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ap_server_conf,
+                     "spanprof: exporter process %" APR_PID_T_FMT " did not "
+                     "stop within %" APR_TIME_T_FMT " ms, what it still "
+                     "holds may be lost", pid,
+                     apr_time_as_msec(spanprof_exporter_grace));
     }
     return APR_SUCCESS;
 }

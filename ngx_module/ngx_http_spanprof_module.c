@@ -1260,10 +1260,8 @@ ngx_http_spanprof_manager(void *data)
 static void
 ngx_http_spanprof_manager_exit(void)
 {
-    int          status;
-    ngx_pid_t    pid, r;
-    ngx_msec_t   start;
-    ngx_err_t    err;
+    int        status;
+    ngx_pid_t  pid;
 
     pid = ngx_http_spanprof_exporter;
     if (pid <= 0) {
@@ -1277,30 +1275,12 @@ ngx_http_spanprof_manager_exit(void)
         return;
     }
 
-    ngx_time_update();
-    start = ngx_current_msec;
-
-    for ( ;; ) {
-        r = waitpid(pid, &status, WNOHANG);
-        err = ngx_errno;
-
-        /* ECHILD: nginx's SIGCHLD handler reaped it */
-        if (r == pid || (r == -1 && err == NGX_ECHILD)) {
-            return;
-        }
-
-        ngx_time_update();
-        if (ngx_current_msec - start >= ngx_http_spanprof_exporter_stop) {
-            break;
-        }
-
-        ngx_msleep(10);
+    if (!sp_exporter_wait_exit(pid, ngx_http_spanprof_exporter_stop)) {
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "spanprof: exporter process %P did not stop within "
+                      "%M ms, what it still holds may be lost",
+                      pid, ngx_http_spanprof_exporter_stop);
     }
-
-    ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
-                  "spanprof: exporter process %P did not stop within "
-                  "%M ms, what it still holds may be lost",
-                  pid, ngx_http_spanprof_exporter_stop);
 }
 
 

@@ -21,7 +21,8 @@ use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_cmd);
+use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_cmd
+                        wait_until);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(processes family shm_of);
 
@@ -46,15 +47,6 @@ sub pid_file {
     return $pid =~ /^(\d+)/ ? $1 : undef;
 }
 
-sub wait_until {
-    my ($cond, $seconds) = @_;
-    my $end = time + ($seconds // 10);
-    while (time < $end) {
-        return 1 if $cond->();
-        sleep 0.05;
-    }
-    return $cond->();
-}
 
 # The processes of a master's own generation: the new master is the old
 # one's child, and its processes are not the old master's.

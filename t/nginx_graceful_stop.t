@@ -20,7 +20,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start free_port
-                        stop);
+                        stop wait_until);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family);
 
@@ -50,15 +50,6 @@ if ($upstream == 0) {
 }
 close $listen;
 
-sub wait_until {
-    my ($cond, $seconds) = @_;
-    my $end = time + $seconds;
-    while (time < $end) {
-        return 1 if $cond->();
-        sleep 0.05;
-    }
-    return $cond->();
-}
 
 # A slow traced request in a child; its pipe gives the answer's first line.
 sub slow_request {

@@ -23,8 +23,8 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir read_file write_file nginx_conf spawn
-                        stop wait_for_port http_get);
+use Spanprof::Server qw(new_dir read_file write_file nginx_conf spawn stop
+                        wait_for_port http_get wait_until);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Procs qw(family);
 
@@ -62,15 +62,6 @@ my @as_nobody = ('setpriv', "--reuid=$nobody", "--regid=$nogroup",
                  '--clear-groups');
 my @nginx = ('/usr/sbin/nginx', '-p', "$dir/", '-c', "$dir/nginx.conf");
 
-sub wait_until {
-    my ($cond, $seconds) = @_;
-    my $end = time + ($seconds // 10);
-    while (time < $end) {
-        return 1 if $cond->();
-        sleep 0.05;
-    }
-    return $cond->();
-}
 
 my $test = `@as_nobody @nginx -t 2>&1`;
 is($?, 0, 'nginx -t as nobody passes') or diag($test);

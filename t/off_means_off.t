@@ -15,8 +15,8 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
-                        nginx_conf nginx_cmd httpd_conf httpd_cmd text_file);
+use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop nginx_conf
+                        nginx_cmd httpd_conf httpd_cmd text_file wait_until);
 use Spanprof::Receiver;
 
 my $why = Spanprof::Receiver::unavailable();
@@ -64,16 +64,6 @@ sub signals {
     my %n = (traces => 0, logs => 0);
     $n{ $_->{signal} }++ for $recv->requests;
     return \%n;
-}
-
-sub wait_until {
-    my ($cond, $timeout) = @_;
-    my $end = time + $timeout;
-    while (time < $end) {
-        return 1 if $cond->();
-        sleep 0.1;
-    }
-    return $cond->();
 }
 
 sub heavy_requests {

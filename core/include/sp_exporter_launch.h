@@ -83,6 +83,15 @@ typedef struct sp_exporter_launch {
 SP_API sp_status sp_exporter_spawn(const sp_exporter_launch *l, int *pid);
 
 /*
+ * The server exits: waits up to timeout_ms for the exporter it started
+ * (and sent SIGTERM) to end its flush and exit, and reaps it. A
+ * container's first process, or a systemd unit with KillMode=mixed, takes
+ * every process left with it when it exits. true when it is gone (also
+ * when someone else reaped it: ECHILD); false when it still runs.
+ */
+SP_API bool sp_exporter_wait_exit(int pid, uint64_t timeout_ms);
+
+/*
  * Where the exporter is: $SPANPROF_EXPORTER_PATH when set, else
  * SP_EXPORTER_NAME in the directory of the shared object this code is
  * linked into (the server module: installed side by side). Returns the

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -373,6 +374,38 @@ sp_exporter_spawn(const sp_exporter_launch *l, int *pid)
     }
     *pid = (int)child;
     return SP_OK;
+}
+
+static uint64_t
+sp_launch_monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+bool
+sp_exporter_wait_exit(int pid, uint64_t timeout_ms)
+{
+    struct timespec tick = { 0, 10 * 1000000 };
+    uint64_t        end = sp_launch_monotonic_ms() + timeout_ms;
+    int             status;
+    pid_t           r;
+
+    if (pid <= 0) {
+        return true;
+    }
+    for (;;) {
+        r = waitpid((pid_t)pid, &status, WNOHANG);
+        if (r == (pid_t)pid || (r == -1 && errno == ECHILD)) {
+            return true;
+        }
+        if (sp_launch_monotonic_ms() >= end) {
+            return false;
+        }
+        nanosleep(&tick, NULL);
+    }
 }
 
 size_t

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sp_test.h"
@@ -463,6 +464,48 @@ server_exe_is_resolved_in_the_server(void **state)
     assert_string_equal(out, want);
 }
 
+/* A child that sleeps ms milliseconds and exits. */
+static pid_t
+sleeper(long ms)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+        nanosleep(&ts, NULL);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* The server's exit waits for its exporter: until it is gone and reaped,
+ * or the time is up. */
+static void
+wait_exit_waits_for_the_child_within_its_time(void **state)
+{
+    pid_t pid;
+    int   status;
+
+    (void)state;
+    pid = sleeper(100);
+    assert_true(sp_exporter_wait_exit(pid, 5000));
+    /* reaped: it is not this process's child any more */
+    assert_int_equal(waitpid(pid, &status, WNOHANG), -1);
+
+    pid = sleeper(5000);
+    assert_false(sp_exporter_wait_exit(pid, 100));
+    kill(pid, SIGKILL);
+    assert_true(sp_exporter_wait_exit(pid, 5000));
+
+    /* none started, or reaped by someone else */
+    assert_true(sp_exporter_wait_exit(0, 100));
+    pid = sleeper(0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(sp_exporter_wait_exit(pid, 100));
+}
+
 int
 main(void)
 {
@@ -477,6 +520,7 @@ main(void)
         cmocka_unit_test(default_path_follows_the_environment),
         cmocka_unit_test(
             restarts_are_prompt_after_a_long_run_and_back_off_after_short_ones),
+        cmocka_unit_test(wait_exit_waits_for_the_child_within_its_time),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,7 +17,8 @@ use Exporter 'import';
 our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
                     nginx_conf nginx_cmd nginx_test nginx_start
                     httpd_conf httpd_cmd httpd_test httpd_start text_file
-                    stop wait_for_log http_get spawn wait_for_port);
+                    stop wait_for_log http_get spawn wait_for_port
+                    wait_until);
 
 sub top_dir { abs_path(dirname(__FILE__) . '/../../..') }
 
@@ -141,6 +142,18 @@ sub spawn {
 }
 
 # Waits until $pattern shows in $file; returns the file's text or undef.
+# Calls $cond every 50 ms until it is true or $timeout (10) seconds pass;
+# its last answer.
+sub wait_until {
+    my ($cond, $timeout) = @_;
+    my $end = time + ($timeout // 10);
+    while (time < $end) {
+        return 1 if $cond->();
+        sleep 0.05;
+    }
+    return $cond->();
+}
+
 sub wait_for_log {
     my ($file, $pattern, $timeout) = @_;
     my $end = time + ($timeout // 10);
