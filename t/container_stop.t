@@ -27,14 +27,13 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Socket::INET;
 use POSIX qw(WNOHANG);
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir read_file write_file nginx_conf
-                        httpd_conf httpd_cmd spawn wait_for_port free_port
-                        wait_until);
+use Spanprof::Server qw(new_dir read_file write_file nginx_conf httpd_conf
+                        httpd_cmd spawn wait_for_port free_port wait_until
+                        http_get);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family);
 
@@ -47,15 +46,12 @@ plan skip_all => $why if $why;
 my $N = 30;
 
 
+# A GET with a traceparent of trace $trace; 1 when answered 200.
 sub traced_get {
     my ($port, $trace) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
-                                  Proto => 'tcp', Timeout => 5) or return 0;
-    print $s "GET / HTTP/1.0\r\nHost: localhost\r\n"
-        . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n\r\n";
-    local $/;
-    my $resp = <$s> // '';
-    return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
+    my ($status) = http_get($port, '/',
+        "traceparent: 00-$trace-00f067aa0ba902b7-01");
+    return $status == 200 ? 1 : 0;
 }
 
 # Each server: its configuration with the endpoint and a 60 s batch delay,

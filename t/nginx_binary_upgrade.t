@@ -17,12 +17,11 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_cmd
-                        wait_until);
+                        wait_until http_get);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(processes family shm_of);
 
@@ -68,13 +67,9 @@ sub alive { kill 0, $_[0] }
 # A GET with a traceparent of trace $trace; 1 when answered 200.
 sub traced_get {
     my ($trace) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
-                                  Proto => 'tcp', Timeout => 5) or return 0;
-    print $s "GET / HTTP/1.0\r\nHost: localhost\r\n"
-        . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n\r\n";
-    local $/;
-    my $resp = <$s> // '';
-    return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
+    my ($status) = http_get($port, '/',
+        "traceparent: 00-$trace-00f067aa0ba902b7-01");
+    return $status == 200 ? 1 : 0;
 }
 
 sub spans_of {

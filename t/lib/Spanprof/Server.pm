@@ -273,11 +273,12 @@ sub stop {
 
 # A minimal HTTP/1.0 GET; returns (status, body).
 sub http_get {
-    my ($port, $path) = @_;
+    my ($port, $path, @headers) = @_;
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
                                   Proto => 'tcp', Timeout => 5)
         or return (0, '');
-    print $s "GET $path HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    print $s "GET $path HTTP/1.0\r\nHost: localhost\r\n"
+        . join('', map { "$_\r\n" } @headers) . "\r\n";
     local $/;
     my $resp = <$s> // '';
     close $s;
