@@ -14,9 +14,11 @@
  *                       SPANPROF_SERVER_EXE, PATH and the few variables of
  *                       the parent that TLS and the console exporter read
  *                       (SP_EXPORTER_PASSED_ENV); nothing else.
- *   signals             default dispositions, nothing blocked; SIGTERM
- *                       when the supervising process dies
- *                       (PR_SET_PDEATHSIG).
+ *   signals             default dispositions but SIGHUP, ignored
+ *                       (httpd's prefork signals its process group with
+ *                       it on a restart; SIGTERM is the exporter's
+ *                       stop), nothing blocked; SIGTERM when the
+ *                       supervising process dies (PR_SET_PDEATHSIG).
  * Every other descriptor is closed: listening sockets and log files of the
  * server never leak into it.
  */

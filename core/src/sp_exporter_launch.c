@@ -286,6 +286,15 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
         /* SIGKILL, SIGSTOP and libc's internal signals refuse: fine. */
         sigaction(sig, &dfl, NULL);
     }
+    /*
+     * Except SIGHUP, ignored: httpd's prefork parent passes "-k restart"
+     * on to its whole process group as SIGHUP, the exporter included,
+     * which died of it at once with what it held. Its supervisor asks it
+     * to go with SIGTERM (flush, then exit); an ignored disposition lasts
+     * through execve, so no moment of its start is exposed.
+     */
+    dfl.sa_handler = SIG_IGN;
+    sigaction(SIGHUP, &dfl, NULL);
 
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
         _exit(126);
