@@ -30,7 +30,7 @@ use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
 use Spanprof::Receiver;
 use Spanprof::Procs qw(processes family shm_of fd_count load_start
                        load_stop);
-use Spanprof::Cases qw(curl_case arrived);
+use Spanprof::Cases qw(arrived traced_requests);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -57,25 +57,6 @@ MaxRequestWorkers 8
 CONF
 );
 $mpm_conf{worker} = $mpm_conf{event};
-
-my $traces = 0;
-
-# $n requests, each the child of a sampled remote span of a trace of its
-# own (so that they are recorded whatever the sampler says of the load);
-# returns the trace ids of those answered 200.
-sub traced {
-    my ($port, $n) = @_;
-    my @ids;
-    for (1 .. $n) {
-        my $trace = sprintf '%032x', 0xc0ffee00 + ++$traces;
-        my (undef, $code) = curl_case(
-            url => "http://127.0.0.1:$port/",
-            headers => [ [ traceparent => "00-$trace-$PARENT-01" ] ]);
-        push @ids, $trace if $code == 200;
-    }
-    return @ids;
-}
-
 
 sub exporters {
     grep { $_->{args} =~ /^spanprof-exporter/ } family($_[0]);
@@ -177,7 +158,7 @@ CONF
               "$mpm: the same shared memory, not a new one");
     is($maps2, $maps, "$mpm: mapped as often as before");
     is(fd_count($parent), $fds, "$mpm: the parent's descriptors did not grow");
-    my @ids = traced($port, 5);
+    my @ids = traced_requests($port, 5, $PARENT);
     is(arrived($recv, 10, @ids), 5,
        "$mpm: spans of requests after the restarts are exported");
 
@@ -197,7 +178,7 @@ CONF
                    : qr/^\z/;
     like(read_file("$dir/error.log"), $why,
          "$mpm: kill -9: its end is logged at warn, with the signal");
-    @ids = traced($port, 5);
+    @ids = traced_requests($port, 5, $PARENT);
     is(arrived($recv, 10, @ids), 5, "$mpm: kill -9: spans flow again");
 
     # ---- -k restart (SIGHUP) with a 60 s batch delay
@@ -219,7 +200,7 @@ CONF
 
     # ---- stop flushes
 
-    @ids = traced($port, 5);
+    @ids = traced_requests($port, 5, $PARENT);
     is(scalar @ids, 5, "$mpm: requests answered before stop");
     is(arrived($recv, 1.5, @ids), 0,
        "$mpm: their spans wait for the 60 s batch delay");

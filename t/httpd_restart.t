@@ -26,29 +26,13 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family);
-use Spanprof::Cases qw(curl_case arrived);
+use Spanprof::Cases qw(arrived traced_requests);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
 plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 
 my $PARENT = 'b7ad6b7169203331';
-my $traces = 0;
-
-# $n requests, each the child of a sampled remote span of its own trace;
-# the trace ids of those answered 200.
-sub traced {
-    my ($port, $n) = @_;
-    my @ids;
-    for (1 .. $n) {
-        my $trace = sprintf '%032x', 0xfeed00 + ++$traces;
-        my (undef, $code) = curl_case(
-            url => "http://127.0.0.1:$port/",
-            headers => [ [ traceparent => "00-$trace-$PARENT-01" ] ]);
-        push @ids, $trace if $code == 200;
-    }
-    return @ids;
-}
 
 sub exporters {
     grep { $_->{args} =~ /^spanprof-exporter/ } family($_[0]);
@@ -69,7 +53,7 @@ sub run_mpm {
     my $end = time + 10;
     my @old;
     until (@old = exporters($parent) or time > $end) { sleep 0.1 }
-    my @ids = traced($port, 5);
+    my @ids = traced_requests($port, 5, $PARENT);
     is(scalar @ids, 5, "$mpm: requests answered before the restart");
     is(arrived($recv, 1, @ids), 0,
        "$mpm: their spans wait for the 60 s batch delay");
@@ -93,7 +77,7 @@ sub run_mpm {
     is(scalar @new, 1, "$mpm: -k restart: one exporter runs");
 
     # the new generation's exporter has the same 60 s delay: stop flushes
-    @ids = traced($port, 3);
+    @ids = traced_requests($port, 3, $PARENT);
     stop($parent);
     is(arrived($recv, 15, @ids), 3, "$mpm: spans after the restart arrive");
     $recv->stop;

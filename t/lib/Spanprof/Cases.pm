@@ -15,9 +15,26 @@ use Spanprof::Server qw(read_file);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(curl_case log_case upstream_case spans wait_spans
-                    arrived raw_answer);
+                    arrived raw_answer traced_requests);
 
 my $serial = 0;
+my $traced = 0;
+
+# $n GETs of / on $port, each the child of a sampled remote span ($parent)
+# of a trace of its own, so that they are recorded whatever the sampler
+# says of the load; the trace ids of those answered 200.
+sub traced_requests {
+    my ($port, $n, $parent) = @_;
+    my @ids;
+    for (1 .. $n) {
+        my $trace = sprintf '%032x', 0xc0ffee00 + ++$traced;
+        my (undef, $code) = curl_case(
+            url => "http://127.0.0.1:$port/",
+            headers => [ [ traceparent => "00-$trace-$parent-01" ] ]);
+        push @ids, $trace if $code == 200;
+    }
+    return @ids;
+}
 
 # curl_case(url => $url, headers => [[name, value]...], h2 => 1,
 #           timeout => $s): (case, HTTP code, body).
