@@ -8,6 +8,7 @@
  * close, sigaction, prctl and execve alone (getpid and write after a
  * failed execve).
  */
+#include "sp_clock.h"
 #include "sp_exporter_launch.h"
 #include "sp_log_prefix.h"
 #include "sp_shm.h"
@@ -385,20 +386,11 @@ sp_exporter_spawn(const sp_exporter_launch *l, int *pid)
     return SP_OK;
 }
 
-static uint64_t
-sp_launch_monotonic_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 bool
 sp_exporter_wait_exit(int pid, uint64_t timeout_ms)
 {
     struct timespec tick = { 0, 10 * 1000000 };
-    uint64_t        end = sp_launch_monotonic_ms() + timeout_ms;
+    uint64_t        end = sp_monotonic_ms() + timeout_ms;
     int             status;
     pid_t           r;
 
@@ -410,7 +402,7 @@ sp_exporter_wait_exit(int pid, uint64_t timeout_ms)
         if (r == (pid_t)pid || (r == -1 && errno == ECHILD)) {
             return true;
         }
-        if (sp_launch_monotonic_ms() >= end) {
+        if (sp_monotonic_ms() >= end) {
             return false;
         }
         nanosleep(&tick, NULL);
