@@ -129,9 +129,9 @@ static int               spanprof_generation_stopping;
  * until this time, when not 0; the monitor hook starts it then. */
 static sp_exporter_restarts  spanprof_restarts;
 static apr_time_t        spanprof_restart_at;
-/* How long httpd's exit waits for its exporter's flush: the export
- * timeout of the configuration it was started with, and a second. */
-static apr_interval_time_t  spanprof_exporter_grace;
+/* How long httpd's exit waits for its exporter's flush, in ms
+ * (sp_exporter_stop_ms of the configuration it was started with). */
+static apr_uint64_t      spanprof_exporter_stop_ms;
 
 static apr_status_t
 spanprof_destroy_config(void *data)
@@ -361,8 +361,7 @@ spanprof_exporter_spawn(server_rec *s)
         return APR_EGENERAL;
     }
     rec->proc.pid = pid;
-    spanprof_exporter_grace = apr_time_from_msec(
-        sp_config_integer(l.config, SP_SETTING_OTLP_TIMEOUT) + 1000);
+    spanprof_exporter_stop_ms = sp_exporter_stop_ms(l.config);
     apr_proc_other_child_register(&rec->proc, spanprof_exporter_event, rec,
                                   NULL, s->process->pool);
     spanprof_exporter = rec;
@@ -458,14 +457,12 @@ spanprof_exporter_stop(void *data)
      * wait the spans the exporter held were lost at every stop.
      */
     if (pid > 0 && ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING
-        && !sp_exporter_wait_exit(pid,
-               (uint64_t) apr_time_as_msec(spanprof_exporter_grace)))
+        && !sp_exporter_wait_exit(pid, spanprof_exporter_stop_ms))
     {
         ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ap_server_conf,
                      "spanprof: exporter process %" APR_PID_T_FMT " did not "
-                     "stop within %" APR_TIME_T_FMT " ms, what it still "
-                     "holds may be lost", pid,
-                     apr_time_as_msec(spanprof_exporter_grace));
+                     "stop within %" APR_UINT64_T_FMT " ms, what it still "
+                     "holds may be lost", pid, spanprof_exporter_stop_ms);
     }
     return APR_SUCCESS;
 }

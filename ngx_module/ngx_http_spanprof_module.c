@@ -1225,10 +1225,8 @@ ngx_http_spanprof_manager(void *data)
     sp_exporter_restarts_started(&ngx_http_spanprof_restarts,
                                  ngx_current_msec);
 
-    /* its stop: the export timeout, and a second to drain and exit */
-    ngx_http_spanprof_exporter_stop = (ngx_msec_t) sp_config_integer(
-                                          smcf->config,
-                                          SP_SETTING_OTLP_TIMEOUT) + 1000;
+    ngx_http_spanprof_exporter_stop =
+                           (ngx_msec_t) sp_exporter_stop_ms(smcf->config);
 
     if (!ngx_http_spanprof_at_exit
         && atexit(ngx_http_spanprof_manager_exit) == 0)
@@ -1255,7 +1253,7 @@ ngx_http_spanprof_manager(void *data)
  * not for the exporter, and a container's (or systemd's KillMode=mixed)
  * stop kills every process left once the master is gone: without this
  * wait the spans the exporter held were lost on every "docker stop".
- * Bounded by the exporter's own stop: the export timeout and a second.
+ * Bounded by the exporter's own stop (sp_exporter_stop_ms).
  */
 static void
 ngx_http_spanprof_manager_exit(void)

@@ -94,6 +94,13 @@ SP_API sp_status sp_exporter_spawn(const sp_exporter_launch *l, int *pid);
 SP_API bool sp_exporter_wait_exit(int pid, uint64_t timeout_ms);
 
 /*
+ * The timeout_ms for it: the exporter's stop takes at most the export
+ * timeout of configuration c, and then a second to drain and exit.
+ */
+#define SP_EXPORTER_EXIT_SLACK_MS   1000
+SP_API uint64_t sp_exporter_stop_ms(const sp_config *c);
+
+/*
  * Where the exporter is: $SPANPROF_EXPORTER_PATH when set, else
  * SP_EXPORTER_NAME in the directory of the shared object this code is
  * linked into (the server module: installed side by side). Returns the

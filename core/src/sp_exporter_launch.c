@@ -409,6 +409,13 @@ sp_exporter_wait_exit(int pid, uint64_t timeout_ms)
     }
 }
 
+uint64_t
+sp_exporter_stop_ms(const sp_config *c)
+{
+    return sp_config_integer(c, SP_SETTING_OTLP_TIMEOUT)
+           + SP_EXPORTER_EXIT_SLACK_MS;
+}
+
 size_t
 sp_exporter_default_path(char *buf, size_t size)
 {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sp_test.h"
+#include "sp_test_child.h"
 #include "sp_config.h"
 #include "sp_exporter_launch.h"
 #include "sp_shm.h"
@@ -466,7 +467,8 @@ server_exe_is_resolved_in_the_server(void **state)
     assert_string_equal(out, want);
 }
 
-/* A child that sleeps ms milliseconds and exits. */
+/* A child that sleeps ms milliseconds and exits by itself (for one that
+ * runs until ended: spawn_sleeper). */
 static pid_t
 sleeper(long ms)
 {
@@ -496,15 +498,15 @@ wait_exit_waits_for_the_child_within_its_time(void **state)
     /* reaped: it is not this process's child any more */
     assert_int_equal(waitpid(pid, &status, WNOHANG), -1);
 
-    pid = sleeper(5000);
+    pid = spawn_sleeper();
     assert_false(sp_exporter_wait_exit(pid, 100));
     kill(pid, SIGKILL);
     assert_true(sp_exporter_wait_exit(pid, 5000));
 
     /* none started, or reaped by someone else */
     assert_true(sp_exporter_wait_exit(0, 100));
-    pid = sleeper(0);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    pid = spawn_sleeper();
+    end_child(pid);
     assert_true(sp_exporter_wait_exit(pid, 100));
 }
 
@@ -514,7 +516,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(
             child_gets_the_effective_configuration_and_nothing_else),
-        cmocka_unit_test(child_has_only_its_descriptors_and_default_signals_but_sighup),
+        cmocka_unit_test(
+            child_has_only_its_descriptors_and_default_signals_but_sighup),
         cmocka_unit_test(server_exe_is_resolved_in_the_server),
         cmocka_unit_test(
             missing_executable_exits_127_and_says_why),
