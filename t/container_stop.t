@@ -35,6 +35,7 @@ use Spanprof::Server qw(new_dir read_file write_file nginx_conf httpd_conf
                         httpd_cmd spawn wait_for_port free_port wait_until
                         http_get);
 use Spanprof::Receiver;
+use Spanprof::Cases qw(wait_spans);
 use Spanprof::Procs qw(family);
 
 plan skip_all => 'needs root (a PID namespace)' if $> != 0;
@@ -155,12 +156,8 @@ for my $server (sort keys %SERVERS) {
         my $w = "$server $signal";
         is($r->{answered}, $N, "$w: $N requests answered");
         ok($r->{exited}, "$w: the server, PID 1 of its namespace, exits");
-        my $spans = sub {
-            scalar grep { ($_->{traceId} // '') eq $trace }
-                @{ ($recv->collect)[0] };
-        };
-        wait_until(sub { $spans->() >= $N }, 3);
-        is($spans->(), $N, "$w: the $N spans the exporter held arrive");
+        is(scalar wait_spans($recv, sub { $_[0]{traceId} eq $trace }, $N),
+           $N, "$w: the $N spans the exporter held arrive");
         is(counter($r, 'exported'), $N,
            "$w: its counters at exit say $N exported")
             or diag($r->{log});

@@ -23,6 +23,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_cmd
                         wait_until http_get);
 use Spanprof::Receiver;
+use Spanprof::Cases qw(wait_spans);
 use Spanprof::Procs qw(processes family shm_of);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -72,16 +73,10 @@ sub traced_get {
     return $status == 200 ? 1 : 0;
 }
 
+# How many spans of trace $trace arrived, once $n did or after 10 s.
 sub spans_of {
-    my ($trace) = @_;
-    my ($spans) = $recv->collect;
-    return grep { ($_->{traceId} // '') eq $trace } @$spans;
-}
-
-sub wait_spans {
     my ($trace, $n) = @_;
-    wait_until(sub { spans_of($trace) >= $n }, 10);
-    return scalar spans_of($trace);
+    return scalar wait_spans($recv, sub { $_[0]{traceId} eq $trace }, $n);
 }
 
 {
@@ -102,7 +97,7 @@ my $during = 'a2' x 16;
 my $after = 'a3' x 16;
 
 ok(traced_get($before), 'a request before the upgrade');
-is(wait_spans($before, 1), 1, 'its span arrives');
+is(spans_of($before, 1), 1, 'its span arrives');
 
 # The upgrade: a new master, its own workers and exporter, beside the old.
 kill 'USR2', $old;
@@ -135,7 +130,7 @@ is_deeply(\@endpoints, [ $endpoint, $endpoint ],
 my $ok = 0;
 $ok += traced_get($during) for 1 .. 20;
 is($ok, 20, '20 requests while both masters run, all answered');
-is(wait_spans($during, 20), 20, 'and all 20 spans arrive');
+is(spans_of($during, 20), 20, 'and all 20 spans arrive');
 
 # The old master quits: it and everything of it goes.
 my @old_family = map { $_->{pid} } generation($old, $new);
@@ -147,8 +142,8 @@ my ($inodes) = shm_of($new);
 is(scalar keys %$inodes, 1, 'the new master holds one shared memory');
 
 ok(traced_get($after), 'a request after the upgrade');
-is(wait_spans($after, 1), 1, 'its span arrives');
-my ($span) = spans_of($after);
+is(spans_of($after, 1), 1, 'its span arrives');
+my ($span) = grep { $_->{traceId} eq $after } @{ ($recv->collect)[0] };
 is(Spanprof::Receiver::attribute($span->{resource}{attributes},
                                     'service.name'),
    'upgrade-test', 'with the service name of the environment');

@@ -22,6 +22,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start free_port
                         stop wait_until);
 use Spanprof::Receiver;
+use Spanprof::Cases qw(wait_spans);
 use Spanprof::Procs qw(family);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -82,10 +83,10 @@ sub answer {
     return $line;
 }
 
+# How many spans of trace $trace arrived, once one did or after 10 s.
 sub spans_of {
     my ($trace) = @_;
-    my ($spans) = $recv->collect;
-    return scalar grep { ($_->{traceId} // '') eq $trace } @$spans;
+    return scalar wait_spans($recv, sub { $_[0]{traceId} eq $trace });
 }
 
 sub exporters {
@@ -118,7 +119,7 @@ sub start_nginx {
          'QUIT: the request in flight is answered');
     ok(wait_until(sub { waitpid($master, POSIX::WNOHANG()) == $master }, 20),
        'QUIT: nginx exits');
-    ok(wait_until(sub { spans_of($trace) == 1 }, 10),
+    is(spans_of($trace), 1,
        'QUIT: the span of the request that ended after the stop began');
     like(read_file("$d/error.log") // '',
          qr/spanprof-exporter: counters: received=1 .*exported=1 .*\(at exit\)/,
@@ -144,7 +145,7 @@ sub start_nginx {
            . 'waits for the region)');
     like(answer(@req), qr{^HTTP/1\.[01] 200 },
          'reload: the request in flight is answered');
-    ok(wait_until(sub { spans_of($trace) == 1 }, 10),
+    is(spans_of($trace), 1,
        'reload: its span arrives, read by the new exporter');
     is(scalar exporters($master), 1, 'reload: one exporter');
     stop($master);
