@@ -115,6 +115,12 @@ sub cases {
             'Host: inner.example:81' ], 'inner.example', 81 ],
         [ 'absolute-form target', 'GET http://abs.example:8081/index.html '
           . 'HTTP/1.1', [ 'Host: other.example:82' ], 'abs.example', 8081 ],
+        [ 'names in any case', 'GET /index.html HTTP/1.1',
+          [ 'x-FORWARDED-pRoTo: https', 'X-FORWARDED-HOST: case.example',
+            'hOST: inner.example:81' ], 'case.example', 443, 'https' ],
+        [ 'a longer name that starts as one is none', undef,
+          [ 'X-Forwarded-Hostname: long.example', 'Host: inner.example:81' ],
+          'inner.example', 81 ],
         [ 'HTTP/1.0 without Host: the port it came in on',
           'GET /index.html HTTP/1.0', [], '', $port ],
     );
@@ -143,12 +149,20 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
 {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
-    my $port = httpd_conf($dir, modules => ['http2'],
-                          extra => "Protocols h2c http/1.1\n");
+    # What a module makes of the headers later (mod_headers, in fixups)
+    # is not what the client sent: the span has the client's.
+    my $port = httpd_conf($dir, modules => ['http2', 'headers'],
+                          extra => <<'EXTRA');
+Protocols h2c http/1.1
+RequestHeader set X-Forwarded-Host rewritten.example:99 "expr=%{HTTP:X-Test-Rewrite} == '1'"
+EXTRA
     my $httpd = httpd_start($dir, $port, %env,
         OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
     ok($httpd, 'httpd starts') or diag(read_file("$dir/error.log"));
-    check('httpd', $recv, $port, cases($port));
+    check('httpd', $recv, $port, cases($port),
+          [ 'a header mod_headers sets later: the client\'s', undef,
+            [ 'X-Test-Rewrite: 1', 'X-Forwarded-Host: client.example:7000',
+              'Host: inner.example:81' ], 'client.example', 7000 ]);
     stop($httpd);
 }
 
