@@ -2507,6 +2507,17 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
         break;
 
     case NGX_HTTP_VERSION_10:
+        /*
+         * Also nginx's value before it read a version: a request line it
+         * refused (too long, malformed) had none it knows of, and nginx
+         * logs no $server_protocol for it.
+         */
+        if (r->request_end == NULL) {
+            h.protocol_version = NULL;
+            h.protocol_version_len = 0;
+            break;
+        }
+
         h.protocol_version = "1.0";
         break;
 
