@@ -9,8 +9,10 @@
 # into header names (HTTP_TRACE_PARENT -> trace-parent); AJP13 (mod_proxy_ajp)
 # names the common ones by code. The answer is 200
 # with the body "upstream PROTO"; a URI with "/slow" in it waits 3 s first
-# (a client can give up meanwhile). One connection at a time is enough for
-# the tests; prints "listening PORT" once it accepts.
+# (a client can give up meanwhile). An HTTP request with an Upgrade header
+# (a WebSocket handshake) gets 101 instead, then every byte back until the
+# other side closes. One connection at a time is enough for the tests;
+# prints "listening PORT" once it accepts.
 
 use strict;
 use warnings;
@@ -97,6 +99,15 @@ sub serve_http {
                                             : 0;
     read_exact($c, $length - length $rest) if $length > length $rest;
     record($uri, \%headers);
+    if ($headers{upgrade}) {
+        print $c "HTTP/1.1 101 Switching Protocols\r\n"
+               . "Upgrade: $headers{upgrade}[0]\r\nConnection: Upgrade\r\n\r\n";
+        print $c $rest if length $rest;
+        while (sysread $c, my $buf, 65536) {
+            print $c $buf or last;
+        }
+        return;
+    }
     my $body = "upstream http\n";
     print $c "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
            . "Content-Length: " . length($body) . "\r\n"
