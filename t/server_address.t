@@ -154,7 +154,8 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
     my $port = httpd_conf($dir, modules => ['http2', 'headers'],
                           extra => <<'EXTRA');
 Protocols h2c http/1.1
-RequestHeader set X-Forwarded-Host rewritten.example:99 "expr=%{HTTP:X-Test-Rewrite} == '1'"
+RequestHeader set X-Forwarded-Host rewritten.example:99 \
+    "expr=%{HTTP:X-Test-Rewrite} == '1'"
 EXTRA
     my $httpd = httpd_start($dir, $port, %env,
         OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
