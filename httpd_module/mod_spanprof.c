@@ -1057,6 +1057,45 @@ spanprof_post_read_request(request_rec *r)
     return DECLINED;
 }
 
+/* The initial request is about to be switched (h2c): it is no span. */
+static int
+spanprof_upgrade(request_rec *r, spanprof_request *sr)
+{
+    if (r != sr->initial
+        || !spanprof_switches_protocol(r, sr->header[SPANPROF_H_UPGRADE]))
+    {
+        return 0;
+    }
+    sr->upgrading = 1;
+    spanprof_set_env(r, NULL);
+    spanprof_stop_sampling(sr);
+    return 1;
+}
+
+/*
+ * Core switches an "OPTIONS *" (the upgrade RFC 7540 3.2 suggests where
+ * the first request should not wait) in its map_to_storage hook, which
+ * ends the request before any fixups: judged here, just before core.
+ * Else it was a second span beside its stream's, as long as the whole
+ * HTTP/2 session its thread then runs, and sampled all that time.
+ */
+static int
+spanprof_map_to_storage(request_rec *r)
+{
+    spanprof_request *sr;
+
+    if (r->method_number != M_OPTIONS || r->uri == NULL
+        || strcmp(r->uri, "*") != 0)
+    {
+        return DECLINED;
+    }
+    sr = spanprof_request_of(r);
+    if (sr != NULL) {
+        (void) spanprof_upgrade(r, sr);
+    }
+    return DECLINED;
+}
+
 /* Before the handler of every (redirected) request: headers for mod_proxy
  * and, where an internal redirect renamed them, the variables again. */
 static int
@@ -1081,12 +1120,7 @@ spanprof_fixups(request_rec *r)
      * here: a response decided before the handler (a 403, a redirect) goes
      * out over HTTP/1.1 and is this request's span.
      */
-    if (r == sr->initial
-        && spanprof_switches_protocol(r, sr->header[SPANPROF_H_UPGRADE]))
-    {
-        sr->upgrading = 1;
-        spanprof_set_env(r, NULL);
-        spanprof_stop_sampling(sr);
+    if (spanprof_upgrade(r, sr)) {
         return DECLINED;
     }
     if (spanprof_policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
@@ -1268,6 +1302,8 @@ spanprof_pre_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp)
 static void
 spanprof_register_hooks(apr_pool_t *p)
 {
+    static const char *const spanprof_before_core[] = { "core.c", NULL };
+
     ap_hook_test_config(spanprof_test_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_pre_config(spanprof_pre_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_post_config(spanprof_post_config, NULL, NULL, APR_HOOK_MIDDLE);
@@ -1275,6 +1311,8 @@ spanprof_register_hooks(apr_pool_t *p)
     ap_hook_monitor(spanprof_monitor, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,
                               APR_HOOK_REALLY_FIRST);
+    ap_hook_map_to_storage(spanprof_map_to_storage, NULL,
+                           spanprof_before_core, APR_HOOK_REALLY_FIRST);
     ap_hook_fixups(spanprof_fixups, NULL, NULL, APR_HOOK_REALLY_LAST);
     ap_hook_log_transaction(spanprof_log_refused, NULL, NULL,
                             APR_HOOK_REALLY_FIRST);

@@ -20,7 +20,7 @@ use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Upstream;
 use Spanprof::HeaderMatrix qw(run_matrix check_samples_in_spans);
-use Spanprof::Cases qw(wait_spans);
+use Spanprof::Cases qw(spans wait_spans);
 use Time::HiRes qw(sleep);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -87,6 +87,35 @@ run_matrix(recv => $recv, up => $up, log => "$dir/sp.log", server => 'httpd',
     is(Spanprof::Receiver::attribute($mine[0]{attributes},
                                      'http.response.status_code'),
        200, 'h2c upgrade: its status is the response\'s, not 101');
+}
+
+# The same upgrade made with "OPTIONS *" (RFC 7540 3.2), which core
+# switches before any fixups, then a slow request on the new connection:
+# one span, the OPTIONS stream's; the HTTP/1.1 request, whose thread runs
+# the session for the slow stream's 3 s, is neither a span nor sampled.
+{
+    my ($tid, $sid) = ('5c' x 16, '6d' x 8);
+    # In parallel (-Z), so that curl sends the second request as soon as
+    # the connection is HTTP/2: after, mod_http2 may have ended the
+    # session, idle, with a GOAWAY.
+    my $out = `curl -Z -s -o /dev/null -w '%{http_code} ' --http2 -X OPTIONS --request-target '*' -H 'traceparent: 00-$tid-$sid-01' -H 'baggage: splunk.trace.snapshot.volume=highest' http://127.0.0.1:$port/ --next -s -o /dev/null -w '%{http_code} %{http_version}' --http2 -H 'baggage: splunk.trace.snapshot.volume=off' http://127.0.0.1:$port/proxy/slow 2>/dev/null`;
+    is($out, '200 200 2', 'OPTIONS * h2c upgrade: both answered over HTTP/2');
+    wait_spans($recv, sub { $_[0]{traceId} eq $tid });
+    sleep 0.5;      # a second span and the samples are exported by now
+    my @mine = grep { $_->{traceId} eq $tid } spans($recv);
+    is(scalar @mine, 1, 'OPTIONS * h2c upgrade: one span');
+    is(join(' ', map { Spanprof::Receiver::attribute($mine[0]{attributes}, $_)
+                       // '' } qw(network.protocol.version
+                                  http.response.status_code)),
+       '2 200', 'OPTIONS * h2c upgrade: the HTTP/2 stream\'s, 200');
+    my (undef, $samples) = $recv->collect;
+    my @under = grep { ($_->{labels}{trace_id} // '') eq $tid } @$samples;
+    my @other = grep { $_->{labels}{span_id} ne ($mine[0]{spanId} // '') }
+                @under;
+    ok(@under < 100, 'OPTIONS * h2c upgrade: the session is not sampled '
+                     . 'for it') or diag(scalar(@under) . ' samples');
+    is(scalar @other, 0, 'OPTIONS * h2c upgrade: no sample under another '
+                         . 'span of its trace');
 }
 
 # An Upgrade: h2c request answered before the handler (a rewrite to 503,
