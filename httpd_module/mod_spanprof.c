@@ -1197,6 +1197,17 @@ spanprof_log_refused(request_rec *r)
 {
     spanprof_request *sr;
 
+    /*
+     * httpd logs a connection's first read that timed out before a whole
+     * request line came as a 408 "-" too: mostly a client that opened a
+     * connection and sent nothing on it (a browser's unused
+     * preconnection). No request came: no span (nginx logs nothing for
+     * such a connection). A line cut short goes with it: httpd keeps
+     * nothing of it to tell the two apart.
+     */
+    if (r->the_request == NULL && r->status == HTTP_REQUEST_TIME_OUT) {
+        return DECLINED;
+    }
     if (spanprof_active && r->main == NULL && r->prev == NULL
         && spanprof_request_of(r) == NULL
         && (spanprof_on_inside || spanprof_enabled_here(r)))

@@ -15,10 +15,12 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
+use IO::Select;
+use IO::Socket::INET;
 use Time::HiRes qw(sleep);
 
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start httpd_conf
-                        httpd_start stop);
+                        httpd_start stop wait_until);
 use Spanprof::Receiver;
 use Spanprof::Cases qw(spans wait_spans raw_answer);
 
@@ -92,6 +94,46 @@ sub check {
            "$server: bad escape: url.query as sent");
     }
 
+    # A connection on which nothing is sent until the server gives up on
+    # it (httpd logs it 408 "-", nginx nothing) is no request: no span.
+    # One that stops in the middle of its headers is: its span, 408, with
+    # the header lines that came whole (httpd keeps a line once the next
+    # one has come: it might continue on it).
+    {
+        my %seen = map { $_->{spanId} => 1 } spans($recv);
+        my $logged = () = read_file("$dir/access.log") =~ /\n/g;
+        my $idle = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port");
+        my $trace = sprintf '%032x', 0x4e0800 + ++$serial;
+        my ($code) = raw_answer($port, "GET /index.html HTTP/1.1\r\n"
+            . "Host: 127.0.0.1\r\n"
+            . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n"
+            . "X-Whole: 1\r\nX-Cut: sh") =~ m{^HTTP/1\.\d (\d+)};
+        # nginx closes without an answer.
+        is($code // 'none', $server eq 'httpd' ? 408 : 'none',
+           "$server: headers cut short: " . ($server eq 'httpd'
+                                              ? 'answered 408' : 'closed'));
+        my $closed = IO::Select->new($idle)->can_read(10)
+                     && !sysread($idle, my $buf, 1);
+        ok($closed, "$server: a connection that sends nothing is closed");
+        my $lines = $server eq 'httpd' ? 2 : 1;
+        wait_until(sub { (() = read_file("$dir/access.log") =~ /\n/g)
+                         >= $logged + $lines });
+        my ($cut) = wait_spans($recv, sub { $_[0]->{traceId} eq $trace });
+        sleep 0.5;      # another span would be exported by now
+        my @new = grep { !$seen{ $_->{spanId} } } spans($recv);
+        is(scalar @new, 1, "$server: one span for the two connections");
+        is($cut && attr($cut, 'http.response.status_code'), 408,
+           "$server: headers cut short: its span, 408");
+        is($cut && $cut->{name}, 'GET', "$server: headers cut short: GET");
+        is($cut && $cut->{parentSpanId}, '00f067aa0ba902b7',
+           "$server: headers cut short: the client's parent");
+        if ($server eq 'httpd') {
+            my @l = split /\n/, read_file("$dir/access.log");
+            is(scalar(grep { $_ eq '- 408' } @l[$logged .. $#l]), 1,
+               'httpd: the idle connection is logged "408" without ids');
+        }
+    }
+
     # Refused before any header: a trace of its own.
     my %before = map { $_->{spanId} => 1 } spans($recv);
     my ($long) = raw_answer($port, "GET /$big HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -129,7 +171,8 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
     my $port = nginx_conf($dir,
-        http => "    log_format ids '\$spanprof_trace_id \$status';",
+        http => "    log_format ids '\$spanprof_trace_id \$status';\n"
+                . "    client_header_timeout 1s;",
         server => "        access_log $dir/access.log ids;",
         location => "root $dir;");
     my $nginx = nginx_start($dir, $port, %env,
@@ -142,7 +185,11 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
 {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
-    my $port = httpd_conf($dir, extra => <<"EXTRA");
+    # AcceptFilter none: else the kernel hands httpd a connection that
+    # sends nothing only after some 30 s (TCP_DEFER_ACCEPT).
+    my $port = httpd_conf($dir, modules => ['reqtimeout'], extra => <<"EXTRA");
+RequestReadTimeout header=1
+AcceptFilter http none
 LogFormat "%{SPANPROF_TRACE_ID}e %>s" ids
 CustomLog $dir/access.log ids
 EXTRA
