@@ -1274,6 +1274,40 @@ spanprof_note_locations(apr_pool_t *pconf, server_rec *s)
     }
 }
 
+/*
+ * "AllowOverrideList Spanprof" lets a .htaccess file say "Spanprof On",
+ * which httpd reads only while it maps a request, after post_read_request
+ * has passed over a request of a scope that is off: such a scope may be
+ * inside from the start. Else a child's first request there had a span
+ * made as it was logged, without trace headers for what served it, the
+ * variables or profiling.
+ */
+static void
+spanprof_note_override_lists(server_rec *s)
+{
+    core_server_config  *sconf;
+    core_dir_config     *core;
+    ap_conf_vector_t   **sec;
+    int                  i;
+
+    for (; s != NULL && !spanprof_on_inside; s = s->next) {
+        sconf = ap_get_core_module_config(s->module_config);
+        if (sconf == NULL || sconf->sec_dir == NULL) {
+            continue;
+        }
+        sec = (ap_conf_vector_t **) sconf->sec_dir->elts;
+        for (i = 0; i < sconf->sec_dir->nelts; i++) {
+            core = ap_get_core_module_config(sec[i]);
+            if (core != NULL && core->override_list != NULL
+                && apr_table_get(core->override_list, "Spanprof") != NULL)
+            {
+                spanprof_on_inside = 1;
+                break;
+            }
+        }
+    }
+}
+
 static int
 spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
                      server_rec *s)
@@ -1288,6 +1322,7 @@ spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     spanprof_complete(s, 0);
     spanprof_note_locations(pconf, s);
     spanprof_note_header_sums(ptemp);
+    spanprof_note_override_lists(s);
     len = sp_config_describe(spanprof_main_conf(s)->config, NULL, 0) + 1;
     line = apr_palloc(ptemp, len);
     sp_config_describe(spanprof_main_conf(s)->config, line, len);

@@ -5,7 +5,11 @@
 # nothing inside could turn it on); a <Location> that is off in a server
 # that is on is not traced. And the route of a request that ends in a
 # handler named by a content type (mod_dir's "httpd/unix-directory"):
-# none. Real apache2, curl, the OTLP receiver.
+# none. Spanprof in .htaccess under AllowOverride is refused as httpd
+# refuses any directive out of place (500, the error log names it), the
+# request still traced; under "AllowOverrideList Spanprof" it works, On
+# in a vhost that is off from a child's first request on. Real apache2,
+# curl, the OTLP receiver.
 
 use strict;
 use warnings;
@@ -16,8 +20,8 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(sleep);
 
-use Spanprof::Server qw(new_dir read_file free_port httpd_conf httpd_start
-                        stop);
+use Spanprof::Server qw(new_dir read_file write_file free_port httpd_conf
+                        httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Cases qw(spans wait_spans);
 
@@ -32,6 +36,12 @@ my $port = httpd_conf($dir, extra => <<"EXTRA");
 <Location /quiet>
     Spanprof Off
 </Location>
+<Directory $dir/htdocs/htall>
+    AllowOverride All
+</Directory>
+<Directory $dir/htdocs/htnone>
+    AllowOverride None
+</Directory>
 Listen 127.0.0.1:$vhost
 <VirtualHost 127.0.0.1:$vhost>
     Spanprof Off
@@ -80,5 +90,71 @@ chmod 0755, "$dir/htdocs/sub";
                                              'http.route') : 'none',
        undef, 'a directory without its slash: no http.route');
 }
+# "Spanprof" in .htaccess: no override class allows it (README), so httpd
+# refuses it as it does any directive out of place: 500, the error log
+# names the file and the directive, and the request is traced all the
+# same, its span an Error. Where overrides are off httpd never reads it.
+for my $c ([ 'All', 500 ], [ 'None', 200 ]) {
+    my ($override, $status) = @$c;
+    my $sub = lc "ht$override";
+    mkdir "$dir/htdocs/$sub";
+    chmod 0755, "$dir/htdocs/$sub";
+    write_file("$dir/htdocs/$sub/.htaccess", "Spanprof Off\n");
+    write_file("$dir/htdocs/$sub/x.html", "x\n");
+    chmod 0644, "$dir/htdocs/$sub/.htaccess", "$dir/htdocs/$sub/x.html";
+    my $t = sprintf '%032x', 0x5c0f00 + $status;
+    my $code = `curl -s -o /dev/null -w '%{http_code}' -H 'traceparent: 00-$t-00f067aa0ba902b7-01' http://127.0.0.1:$port/$sub/x.html`;
+    is($code, $status, ".htaccess under AllowOverride $override: $status");
+    my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $t });
+    is($span ? Spanprof::Receiver::attribute($span->{attributes},
+                                             'http.response.status_code')
+             : 'none',
+       $status, ".htaccess under AllowOverride $override: traced, $status");
+    is($span ? $span->{status}{code} // 0 : 'none', $status >= 500 ? 2 : 0,
+       ".htaccess under AllowOverride $override: status "
+       . ($status >= 500 ? 'Error' : 'unset'));
+}
+like(read_file("$dir/error.log"),
+     qr{\[core:alert\] .*htall/\.htaccess: Spanprof not allowed here},
+     '.htaccess: the error log names the file and the directive');
+
 stop($httpd);
+
+# "AllowOverrideList Spanprof" lets it into .htaccess, which httpd reads
+# only while it maps a request: "Spanprof On" there, in a <VirtualHost>
+# that is off, traces from a child's first request on, its variables
+# (here in a response header) and span ids alike.
+{
+    my $dir = new_dir();
+    my $vh = free_port();
+    my $port = httpd_conf($dir, modules => ['headers'], extra => <<"EXTRA");
+Listen 127.0.0.1:$vh
+<VirtualHost 127.0.0.1:$vh>
+    Spanprof Off
+    Header always set X-Span-Id "%{SPANPROF_SPAN_ID}e"
+</VirtualHost>
+<Directory $dir/htdocs/lst>
+    AllowOverrideList Spanprof
+</Directory>
+EXTRA
+    mkdir "$dir/htdocs/lst";
+    chmod 0755, "$dir/htdocs/lst";
+    write_file("$dir/htdocs/lst/.htaccess", "Spanprof On\n");
+    write_file("$dir/htdocs/lst/x.html", "x\n");
+    chmod 0644, "$dir/htdocs/lst/.htaccess", "$dir/htdocs/lst/x.html";
+    my $httpd = httpd_start($dir, $port, OTEL_BSP_SCHEDULE_DELAY => '100',
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
+    ok($httpd, 'AllowOverrideList: httpd starts')
+        or diag(read_file("$dir/error.log"));
+    my $t = sprintf '%032x', 0x5c1000;
+    my $hd = `curl -s -D - -o /dev/null -H 'traceparent: 00-$t-00f067aa0ba902b7-01' http://127.0.0.1:$vh/lst/x.html`;
+    my ($sid) = $hd =~ /^X-Span-Id: ([0-9a-f]{16})\r?$/mi;
+    ok($sid, 'AllowOverrideList, .htaccess On in a vhost that is off: the '
+             . 'first request has its variables') or diag($hd);
+    my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $t });
+    is($span && $span->{spanId}, $sid // 'none',
+       'AllowOverrideList, .htaccess On: its span is the one they name');
+    stop($httpd);
+}
+
 done_testing();
