@@ -888,7 +888,11 @@ spanprof_request_done(void *data)
     h.peer_address_len = h.peer_address == h.client_address
                          ? h.client_address_len
                          : h.peer_address ? strlen(h.peer_address) : 0;
-    h.protocol_version = r->proto_num >= HTTP_VERSION(2, 0) ? "2"
+    /* HTTP/2 is mod_http2's streams, on their secondary connections: a
+     * request line may claim "HTTP/2.0" or "HTTP/3.0" too, and httpd
+     * serves it over HTTP/1.1. */
+    h.protocol_version = r->proto_num >= HTTP_VERSION(2, 0)
+                         && r->connection->master != NULL ? "2"
                          : r->proto_num == HTTP_VERSION(1, 0) ? "1.0"
                          : r->proto_num == HTTP_VERSION(0, 9) ? "0.9"
                          : "1.1";

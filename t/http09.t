@@ -4,7 +4,8 @@
 # upstream headers must not assume one (a worker died on signal 11 for
 # each such request before). Real nginx (with and without a proxy_pass
 # location, propagation on by default) and real apache2; the span says
-# network.protocol.version "0.9".
+# network.protocol.version "0.9". And request lines that claim HTTP/2.0 or
+# HTTP/3.0, which apache2 serves over HTTP/1.1: "1.1" (it said "2").
 
 use strict;
 use warnings;
@@ -79,6 +80,23 @@ SERVER
     is(get09($port, '/index.html'), "ok\n",
        'httpd answers an HTTP/0.9 request');
     check_span('httpd', $recv, '/index.html');
+    # A request line that claims a version above 1.1 is served all the
+    # same, over HTTP/1.1: that is the protocol its span names.
+    for my $v ('2.0', '3.0') {
+        my ($status) = raw_answer($port, "GET /index.html?v=$v HTTP/$v\r\n"
+                                  . "Host: localhost\r\n"
+                                  . "Connection: close\r\n\r\n")
+                       =~ m{^(HTTP/\S+ \d+)};
+        is($status, 'HTTP/1.1 200', "httpd: a request line of HTTP/$v: "
+                                    . 'answered over HTTP/1.1');
+        my ($span) = wait_spans($recv, sub {
+            (Spanprof::Receiver::attribute($_[0]->{attributes}, 'url.query')
+             // '') eq "v=$v" });
+        is($span && Spanprof::Receiver::attribute($span->{attributes},
+                                                  'network.protocol.version'),
+           '1.1', "httpd: a request line of HTTP/$v: "
+                  . 'network.protocol.version 1.1');
+    }
     stop($httpd);
     unlike(read_file("$dir/error.log"), qr/\[[\w:]*(alert|crit|emerg)\]/,
            'httpd: no alert');
