@@ -897,6 +897,14 @@ spanprof_request_done(void *data)
                          : r->proto_num == HTTP_VERSION(0, 9) ? "0.9"
                          : "1.1";
     h.protocol_version_len = h.protocol_version[1] == '\0' ? 1 : 3;
+    /* httpd's default, 1.0, is also what a request line it cut short
+     * (414) has: it read no version there, and the span says none. */
+    if (r->proto_num == HTTP_VERSION(1, 0)
+        && (r->the_request == NULL || strstr(r->the_request, " HTTP/") == NULL))
+    {
+        h.protocol_version = NULL;
+        h.protocol_version_len = 0;
+    }
     h.user_agent = spanprof_header(sr, SPANPROF_H_USER_AGENT,
                                    &h.user_agent_len);
     spanprof_note_outcome(sr);
