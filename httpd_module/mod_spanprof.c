@@ -76,7 +76,8 @@ typedef struct {
 
 /*
  * The request headers spanprof reads, as the client sent them: read once,
- * as the request begins (spanprof_find_headers).
+ * as the request begins (spanprof_find_headers, which needs the names
+ * that share a first letter next to each other).
  */
 typedef enum {
     SPANPROF_H_TRACEPARENT,
@@ -739,47 +740,45 @@ spanprof_find_headers(const apr_table_t *t, const char **found)
 {
     const apr_array_header_t  *arr = apr_table_elts(t);
     const apr_table_entry_t   *e = (const apr_table_entry_t *) arr->elts;
-    int                        i, id;
+    int                        i, id, last;
 
     for (i = 0; i < arr->nelts; i++, e++) {
         if (e->key == NULL) {
             continue;
         }
+        /* ours that start with the letter: adjacent in spanprof_header_id */
         switch (e->key[0] | 0x20) {
         case 't':
-            id = spanprof_entry_is(e, SPANPROF_H_TRACEPARENT)
-                 ? SPANPROF_H_TRACEPARENT
-                 : spanprof_entry_is(e, SPANPROF_H_TRACESTATE)
-                 ? SPANPROF_H_TRACESTATE : -1;
+            id = SPANPROF_H_TRACEPARENT;
+            last = SPANPROF_H_TRACESTATE;
             break;
         case 'b':
-            id = spanprof_entry_is(e, SPANPROF_H_BAGGAGE)
-                 ? SPANPROF_H_BAGGAGE : -1;
+            id = last = SPANPROF_H_BAGGAGE;
             break;
         case 'f':
-            id = spanprof_entry_is(e, SPANPROF_H_FORWARDED)
-                 ? SPANPROF_H_FORWARDED : -1;
+            id = last = SPANPROF_H_FORWARDED;
             break;
         case 'x':
-            id = spanprof_entry_is(e, SPANPROF_H_X_FORWARDED_PROTO)
-                 ? SPANPROF_H_X_FORWARDED_PROTO
-                 : spanprof_entry_is(e, SPANPROF_H_X_FORWARDED_HOST)
-                 ? SPANPROF_H_X_FORWARDED_HOST : -1;
+            id = SPANPROF_H_X_FORWARDED_PROTO;
+            last = SPANPROF_H_X_FORWARDED_HOST;
             break;
         case 'h':
-            id = spanprof_entry_is(e, SPANPROF_H_HOST) ? SPANPROF_H_HOST : -1;
+            id = last = SPANPROF_H_HOST;
             break;
         case 'u':
-            id = spanprof_entry_is(e, SPANPROF_H_USER_AGENT)
-                 ? SPANPROF_H_USER_AGENT
-                 : spanprof_entry_is(e, SPANPROF_H_UPGRADE)
-                 ? SPANPROF_H_UPGRADE : -1;
+            id = SPANPROF_H_USER_AGENT;
+            last = SPANPROF_H_UPGRADE;
             break;
         default:
             continue;
         }
-        if (id >= 0 && found[id] == NULL) {
-            found[id] = e->val;
+        for (; id <= last; id++) {
+            if (spanprof_entry_is(e, id)) {
+                if (found[id] == NULL) {
+                    found[id] = e->val;
+                }
+                break;
+            }
         }
     }
 }
