@@ -24,6 +24,7 @@
 #include "unixd.h"
 
 #include "apr_atomic.h"
+#include "apr_lib.h"
 #include "apr_strings.h"
 #include "apr_thread_proc.h"
 
@@ -673,24 +674,30 @@ spanprof_stop_sampling(spanprof_request *sr)
     }
 }
 
-/* Our names, in spanprof_header_id's order, and the key_checksum APR
- * gives an entry of each (spanprof_note_header_sums). */
+/* Our names, in spanprof_header_id's order; the key_checksum APR gives an
+ * entry of each, and where a compare of the rest starts after it
+ * (spanprof_note_header_sums). */
 static const char *const spanprof_header_names[SPANPROF_H_COUNT] = {
     "traceparent", "tracestate", "baggage", "forwarded",
     "x-forwarded-proto", "x-forwarded-host", "host", "user-agent", "upgrade"
 };
 static apr_uint32_t spanprof_header_sums[SPANPROF_H_COUNT];
+static apr_size_t   spanprof_header_rest[SPANPROF_H_COUNT];
 
 /*
  * APR's checksum of a table key (its first four bytes, in either case)
  * for each of our names, taken from APR itself: a table of them made once
- * in the parent, whose children inherit the sums.
+ * in the parent, whose children inherit the sums. A checksum matches a
+ * letter in either case and nothing else, so for a name whose first four
+ * bytes are letters the compare starts after them; for another
+ * (x-forwarded-*), at its start.
  */
 static void
 spanprof_note_header_sums(apr_pool_t *p)
 {
     apr_table_t              *t = apr_table_make(p, SPANPROF_H_COUNT);
     const apr_table_entry_t  *e;
+    const char               *name;
     int                       i;
 
     for (i = 0; i < SPANPROF_H_COUNT; i++) {
@@ -698,32 +705,27 @@ spanprof_note_header_sums(apr_pool_t *p)
     }
     e = (const apr_table_entry_t *) apr_table_elts(t)->elts;
     for (i = 0; i < SPANPROF_H_COUNT; i++) {
+        name = spanprof_header_names[i];
         spanprof_header_sums[i] = e[i].key_checksum;
+        spanprof_header_rest[i] = apr_isalpha(name[0]) && apr_isalpha(name[1])
+                                  && apr_isalpha(name[2])
+                                  && apr_isalpha(name[3]) ? 4 : 0;
     }
 }
 
-/*
- * Whether entry e's key is our name id, in any case, as apr_table_get()
- * compares: its checksum first, then the name. A checksum covers the
- * first four bytes, where our names (but x-forwarded-*) have only
- * letters, which it matches in either case and nothing else: the compare
- * starts after them.
- */
+/* Whether entry e's key is our name id, in any case, as apr_table_get()
+ * compares: its checksum first, then what the checksum does not cover. */
 static APR_INLINE int
-spanprof_entry_is(const apr_table_entry_t *e, spanprof_header_id id)
+spanprof_entry_is(const apr_table_entry_t *e, int id)
 {
-    const char  *name = spanprof_header_names[id];
+    apr_size_t   from = spanprof_header_rest[id];
+    const char  *rest = spanprof_header_names[id] + from;
 
     if (e->key_checksum != spanprof_header_sums[id]) {
         return 0;
     }
-    if (id == SPANPROF_H_X_FORWARDED_PROTO
-        || id == SPANPROF_H_X_FORWARDED_HOST)
-    {
-        return strcasecmp(e->key, name) == 0;
-    }
-    return name[4] == '\0' ? e->key[4] == '\0'
-                           : strcasecmp(e->key + 4, name + 4) == 0;
+    return rest[0] == '\0' ? e->key[from] == '\0'
+                           : strcasecmp(e->key + from, rest) == 0;
 }
 
 /*
@@ -890,6 +892,7 @@ spanprof_request_done(void *data)
     /* HTTP/2 is mod_http2's streams, on their secondary connections: a
      * request line may claim "HTTP/2.0" or "HTTP/3.0" too, and httpd
      * serves it over HTTP/1.1. */
+    spanprof_note_outcome(sr);
     h.protocol_version = r->proto_num >= HTTP_VERSION(2, 0)
                          && r->connection->master != NULL ? "2"
                          : r->proto_num == HTTP_VERSION(1, 0) ? "1.0"
@@ -897,8 +900,10 @@ spanprof_request_done(void *data)
                          : "1.1";
     h.protocol_version_len = h.protocol_version[1] == '\0' ? 1 : 3;
     /* httpd's default, 1.0, is also what a request line it cut short
-     * (414) has: it read no version there, and the span says none. */
-    if (r->proto_num == HTTP_VERSION(1, 0)
+     * (414) has: it read no version there, and the span says none. The
+     * line is searched only when the request failed, not for every
+     * HTTP/1.0 client's (ab's). */
+    if (r->proto_num == HTTP_VERSION(1, 0) && sr->status >= 400
         && (r->the_request == NULL || strstr(r->the_request, " HTTP/") == NULL))
     {
         h.protocol_version = NULL;
@@ -906,7 +911,6 @@ spanprof_request_done(void *data)
     }
     h.user_agent = spanprof_header(sr, SPANPROF_H_USER_AGENT,
                                    &h.user_agent_len);
-    spanprof_note_outcome(sr);
     h.status = sr->status;
     if (sr->aborted && sr->status < 400) {
         h.status = 499;
@@ -1072,7 +1076,7 @@ spanprof_post_read_request(request_rec *r)
 static int
 spanprof_upgrade(request_rec *r, spanprof_request *sr)
 {
-    if (r != sr->initial
+    if (sr->header[SPANPROF_H_UPGRADE] == NULL || r != sr->initial
         || !spanprof_switches_protocol(r, sr->header[SPANPROF_H_UPGRADE]))
     {
         return 0;
