@@ -1211,6 +1211,7 @@ static int
 spanprof_log_refused(request_rec *r)
 {
     spanprof_request *sr;
+    request_rec      *last;
 
     /*
      * httpd logs a connection's first read that timed out before a whole
@@ -1223,10 +1224,25 @@ spanprof_log_refused(request_rec *r)
     if (r->the_request == NULL && r->status == HTTP_REQUEST_TIME_OUT) {
         return DECLINED;
     }
-    if (spanprof_active && r->main == NULL && r->prev == NULL
-        && spanprof_request_of(r) == NULL
-        && (spanprof_on_inside || spanprof_enabled_here(r)))
-    {
+    if (!spanprof_active || r->main != NULL || r->prev != NULL) {
+        return DECLINED;
+    }
+    sr = spanprof_request_of(r);
+    last = spanprof_final(r);
+    /*
+     * Refused before fixups (a 403 of Require, a 401, a 400) in a scope
+     * that is off: fixups, which take back what post_read_request set,
+     * never ran. Without this the access log had the ids of a span that
+     * is never exported.
+     */
+    if (!spanprof_enabled_here(last)) {
+        if (sr != NULL) {
+            spanprof_set_env(last, NULL);
+            spanprof_stop_sampling(sr);
+        }
+        return DECLINED;
+    }
+    if (sr == NULL) {
         sr = spanprof_begin(r);
         sr->entry.start_ns = (uint64_t) r->request_time * 1000;
     }

@@ -3,13 +3,15 @@
 # that is off with a <Location> inside it that is on traces that location
 # only (before, the vhost's Off was taken at the request's start and
 # nothing inside could turn it on); a <Location> that is off in a server
-# that is on is not traced. And the route of a request that ends in a
-# handler named by a content type (mod_dir's "httpd/unix-directory"):
-# none. Spanprof in .htaccess under AllowOverride is refused as httpd
-# refuses any directive out of place (500, the error log names it), the
-# request still traced; under "AllowOverrideList Spanprof" it works, On
-# in a vhost that is off from a child's first request on. Real apache2,
-# curl, the OTLP receiver.
+# that is on is not traced, and its SPANPROF_* variables are empty also
+# for a request refused before fixups (a 403 of Require), as they are for
+# one the Off vhost refuses while reading it (a 400). And the route of a
+# request that ends in a handler named by a content type (mod_dir's
+# "httpd/unix-directory"): none. Spanprof in .htaccess under
+# AllowOverride is refused as httpd refuses any directive out of place
+# (500, the error log names it), the request still traced; under
+# "AllowOverrideList Spanprof" it works, On in a vhost that is off from a
+# child's first request on. Real apache2, curl, the OTLP receiver.
 
 use strict;
 use warnings;
@@ -21,9 +23,9 @@ use Test::More;
 use Time::HiRes qw(sleep);
 
 use Spanprof::Server qw(new_dir read_file write_file free_port httpd_conf
-                        httpd_start stop);
+                        httpd_start stop wait_until);
 use Spanprof::Receiver;
-use Spanprof::Cases qw(spans wait_spans);
+use Spanprof::Cases qw(spans wait_spans raw_answer);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -33,6 +35,8 @@ my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
 my $vhost = free_port();
 my $port = httpd_conf($dir, extra => <<"EXTRA");
+LogFormat "%U|%>s|%{SPANPROF_TRACE_ID}e|%{SPANPROF_TRACEPARENT}e" ids
+CustomLog $dir/access.log ids
 <Location /quiet>
     Spanprof Off
 </Location>
@@ -42,6 +46,10 @@ my $port = httpd_conf($dir, extra => <<"EXTRA");
 <Directory $dir/htdocs/htnone>
     AllowOverride None
 </Directory>
+<Location /denied>
+    Spanprof Off
+    Require all denied
+</Location>
 Listen 127.0.0.1:$vhost
 <VirtualHost 127.0.0.1:$vhost>
     Spanprof Off
@@ -57,6 +65,7 @@ ok($httpd, 'httpd starts') or diag(read_file("$dir/error.log"));
 my $serial = 0;
 my %trace;
 for my $c ([ $port, '/index.html', 1 ], [ $port, '/quiet/x', 0 ],
+           [ $port, '/denied/x', 0 ],
            [ $vhost, '/traced/x', 1 ], [ $vhost, '/index.html', 0 ]) {
     my ($p, $path, $traced) = @$c;
     my $t = sprintf '%032x', 0x5c0e00 + ++$serial;
@@ -68,12 +77,35 @@ sleep 0.5;      # any span not wanted would be exported by now
 my %got = map { $_->{traceId} => 1 } spans($recv);
 for my $c (["main server, /index.html", "$port/index.html"],
            ["main server, Off <Location> /quiet", "$port/quiet/x"],
+           ["main server, Off <Location> /denied (403)", "$port/denied/x"],
            ["Off vhost, On <Location> /traced", "$vhost/traced/x"],
            ["Off vhost, /index.html", "$vhost/index.html"]) {
     my ($what, $key) = @$c;
     my ($t, $traced) = @{ $trace{$key} };
     is(!!$got{$t}, !!$traced, "$what: " . ($traced ? 'traced' : 'not traced'));
 }
+
+# The access log: no ids where no span is exported. Before, a request
+# refused before fixups kept the ids post_read_request set.
+like(raw_answer($vhost, "GARBAGE\r\n\r\n"), qr{^HTTP/1\.1 400},
+     'Off vhost: a malformed request line is refused');
+my @lines;
+my $line = sub {
+    my ($re) = @_;
+    my ($l) = grep { $_ =~ $re } @lines;
+    return $l // '';
+};
+wait_until(sub {
+    @lines = split /\n/, read_file("$dir/access.log");
+    return $line->(qr{^/\|400\|}) && $line->(qr{^/denied/x\|});
+});
+is($line->(qr{^/denied/x\|}), '/denied/x|403|-|-',
+   'Off <Location> /denied, refused (403): no SPANPROF_* variables');
+is($line->(qr{^/\|400\|}), '/|400|-|-',
+   'Off vhost, refused while read (400): no SPANPROF_* variables');
+like($line->(qr{^/index\.html\|200\|[0-9a-f]}),
+     qr{^/index\.html\|200\|[0-9a-f]{32}\|00-[0-9a-f]{32}-},
+     'main server, /index.html: its ids');
 
 # /sub, a directory: mod_dir answers 301 from its "httpd/unix-directory"
 # handler, a content type, not a route.
