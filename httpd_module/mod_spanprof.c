@@ -105,6 +105,8 @@ typedef struct {
     int           sampling;    /* its span is open in the sampler */
     int           upgrading;   /* core's handler switches the protocol:
                                   the new protocol's requests are spans */
+    int           injected;    /* ours went into a request's headers_in,
+                                  which a redirect's request shares */
     apr_os_thread_t  thread;   /* the one that entered it */
     int           finished;
     /* As logged (spanprof_note_outcome): later, when the pool goes,
@@ -1111,6 +1113,39 @@ spanprof_map_to_storage(request_rec *r)
     return DECLINED;
 }
 
+/* Header name of t set to value, or removed when there is none. */
+static void
+spanprof_put_header(apr_table_t *t, const char *name, const char *value)
+{
+    if (value != NULL) {
+        apr_table_setn(t, name, value);
+    } else {
+        apr_table_unset(t, name);
+    }
+}
+
+/*
+ * The trace headers as the client sent them, in place of ours, for a
+ * request that ends in a scope that is off: a request before it in its
+ * chain (one an internal redirect or ErrorDocument left) put ours into
+ * the table they share, and mod_proxy would send the parent of a span
+ * that is never exported.
+ */
+static void
+spanprof_restore_headers(request_rec *r, spanprof_request *sr)
+{
+    if (spanprof_policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
+        spanprof_put_header(r->headers_in, "tracestate",
+                            sr->header[SPANPROF_H_TRACESTATE]);
+        spanprof_put_header(r->headers_in, "traceparent",
+                            sr->header[SPANPROF_H_TRACEPARENT]);
+    }
+    if (spanprof_policy.propagators & SP_PROPAGATOR_BAGGAGE) {
+        spanprof_put_header(r->headers_in, "baggage",
+                            sr->header[SPANPROF_H_BAGGAGE]);
+    }
+}
+
 /* Before the handler of every (redirected) request: headers for mod_proxy
  * and, where an internal redirect renamed them, the variables again. */
 static int
@@ -1126,6 +1161,9 @@ spanprof_fixups(request_rec *r)
     if (!spanprof_enabled_here(r)) {
         spanprof_set_env(r, NULL);
         spanprof_stop_sampling(sr);
+        if (sr->injected) {
+            spanprof_restore_headers(r, sr);
+        }
         return DECLINED;
     }
     /*
@@ -1161,6 +1199,7 @@ spanprof_fixups(request_rec *r)
             apr_table_unset(r->headers_in, "baggage");
         }
     }
+    sr->injected = spanprof_policy.propagators != 0;
     if (r->prev != NULL) {
         spanprof_set_env(r, sr);
     }

@@ -11,7 +11,9 @@
 #   - no incoming context: a new trace, the volume by the rule, no
 #     tracestate;
 #   - `Spanprof Off` in the <Location>: the headers as the client sent them,
-#     no span.
+#     no span; also where an internal redirect (ErrorDocument) from a
+#     scope that is on ends there (before, the backend got the entry
+#     span's traceparent, the parent of a span never exported).
 # HTTP backends (mod_proxy_http) are t/httpd_trace.t's.
 
 use strict;
@@ -58,6 +60,12 @@ ProxyPass /ajp $url{ajp}
 </Location>
 <Location /ajp/off>
     Spanprof Off
+</Location>
+<Location /gone-fastcgi>
+    ErrorDocument 404 /fcgi/off/gone
+</Location>
+<Location /gone-ajp>
+    ErrorDocument 404 /ajp/off/gone
 </Location>
 EXTRA
 
@@ -152,6 +160,20 @@ for my $kind (qw(fastcgi ajp)) {
     is($l && $l->{trace_id}, '-', "$what: no SPANPROF_TRACE_ID");
     sleep 0.5;    # the spans before it have arrived; this one would have
     is(scalar(grep { $_->{traceId} eq $off } spans($recv)), 0,
+       "$what: no span exported");
+
+    $what = "$kind: Spanprof Off after an ErrorDocument redirect";
+    my $gone = sprintf '%032x', 0x90e0 + length $kind;
+    ($code, $l, $got) = request($kind, "/gone-$kind/x",
+        [ traceparent => "00-$gone-$IN_PARENT-01" ], [ tracestate => 'a=1' ],
+        [ baggage => 'k=v' ]);
+    ok($got, "$what: the backend got the ErrorDocument's request") or next;
+    is_deeply([ @$got{qw(traceparent tracestate baggage)} ],
+              [ [ "00-$gone-$IN_PARENT-01" ], [ 'a=1' ], [ 'k=v' ] ],
+              "$what: the headers as the client sent them");
+    is($l && $l->{trace_id}, '-', "$what: no SPANPROF_TRACE_ID");
+    sleep 0.5;
+    is(scalar(grep { $_->{traceId} eq $gone } spans($recv)), 0,
        "$what: no span exported");
 }
 
