@@ -60,4 +60,11 @@ httpd_conf($dir, extra => "Spanprof On\n<VirtualHost 127.0.0.1:*>\n"
 is($rc, 0, 'Spanprof On|Off in server, virtual host, location, directory')
     or diag $out;
 
+# Blanks around a value are dropped, for the switch as for every setting.
+httpd_conf($dir, extra => "Spanprof \" On \"\n<Location /private>\n"
+                          . "    Spanprof \"Off \"\n</Location>");
+($rc, $out) = httpd_test($dir);
+is($rc, 0, 'Spanprof " On ": blanks around the value are dropped')
+    or diag $out;
+
 done_testing();

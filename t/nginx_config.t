@@ -89,4 +89,11 @@ nginx_conf($dir, http => '    spanprof on;',
 ($rc, $out) = nginx_test($dir);
 is($rc, 0, 'spanprof on|off at http, server and location') or diag $out;
 
+# Blanks around a value are dropped, for the switch as for every setting.
+nginx_conf($dir, http => '    spanprof " on ";',
+           location => 'spanprof "off "; return 200;');
+($rc, $out) = nginx_test($dir);
+is($rc, 0, 'spanprof " on ": blanks around the value are dropped')
+    or diag $out;
+
 done_testing();

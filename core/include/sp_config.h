@@ -141,7 +141,8 @@ SP_API size_t sp_config_describe(const sp_config *c, char *buf,
 SP_API size_t sp_config_value_text(const sp_config *c, sp_setting s,
     char *buf, size_t size);
 
-/* Parses "on"/"off"/"true"/"false" (any case) for per-scope switches. */
+/* Parses "on"/"off"/"true"/"false" (any case, blanks around dropped) for
+ * per-scope switches. */
 SP_API sp_status sp_config_parse_flag(const char *value, size_t len,
     bool *out);
 

@@ -185,6 +185,10 @@ sp_equals_nocase(const char *s, size_t len, const char *word)
 sp_status
 sp_config_parse_flag(const char *value, size_t len, bool *out)
 {
+    /* As for every other value: the per-scope switches ("spanprof",
+     * "Spanprof") come here straight from the adapters. */
+    sp_trim_ows(&value, &len);
+
     if (sp_equals_nocase(value, len, "on")
         || sp_equals_nocase(value, len, "true"))
     {

@@ -732,6 +732,10 @@ parse_flag_for_per_scope_switches(void **state)
     assert_false(on);
     assert_int_equal(sp_config_parse_flag("onx", 3, &on), SP_ERR_INVALID);
     assert_int_equal(sp_config_parse_flag("o", 1, &on), SP_ERR_INVALID);
+    /* blanks around a value are dropped, as for every setting */
+    assert_int_equal(sp_config_parse_flag(" on\t", 4, &on), SP_OK);
+    assert_true(on);
+    assert_int_equal(sp_config_parse_flag("o n", 3, &on), SP_ERR_INVALID);
 }
 
 int
