@@ -1125,24 +1125,25 @@ spanprof_put_header(apr_table_t *t, const char *name, const char *value)
 }
 
 /*
- * The trace headers as the client sent them, in place of ours, for a
- * request that ends in a scope that is off: a request before it in its
- * chain (one an internal redirect or ErrorDocument left) put ours into
- * the table they share, and mod_proxy would send the parent of a span
- * that is never exported.
+ * The trace headers mod_proxy and CGI pass on, as the propagators have
+ * them, set to these values (NULL: removed). The values live in the
+ * initial request's pool, as long as any request made from it.
+ * tracestate first: the table compares a name with strcasecmp only to
+ * the entries that start with the same four letters, and traceparent,
+ * once added, would be one of them (~95 instructions a request,
+ * callgrind). Two different names, so the table ends the same in either
+ * order.
  */
 static void
-spanprof_restore_headers(request_rec *r, spanprof_request *sr)
+spanprof_put_trace_headers(request_rec *r, const char *traceparent,
+                           const char *tracestate, const char *baggage)
 {
     if (spanprof_policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
-        spanprof_put_header(r->headers_in, "tracestate",
-                            sr->header[SPANPROF_H_TRACESTATE]);
-        spanprof_put_header(r->headers_in, "traceparent",
-                            sr->header[SPANPROF_H_TRACEPARENT]);
+        spanprof_put_header(r->headers_in, "tracestate", tracestate);
+        spanprof_put_header(r->headers_in, "traceparent", traceparent);
     }
     if (spanprof_policy.propagators & SP_PROPAGATOR_BAGGAGE) {
-        spanprof_put_header(r->headers_in, "baggage",
-                            sr->header[SPANPROF_H_BAGGAGE]);
+        spanprof_put_header(r->headers_in, "baggage", baggage);
     }
 }
 
@@ -1161,8 +1162,14 @@ spanprof_fixups(request_rec *r)
     if (!spanprof_enabled_here(r)) {
         spanprof_set_env(r, NULL);
         spanprof_stop_sampling(sr);
+        /* A request before it in its chain (one an internal redirect or
+         * ErrorDocument left) put ours into the table they share: the
+         * client's go back, or mod_proxy would send the parent of a span
+         * that is never exported. */
         if (sr->injected) {
-            spanprof_restore_headers(r, sr);
+            spanprof_put_trace_headers(r, sr->header[SPANPROF_H_TRACEPARENT],
+                                       sr->header[SPANPROF_H_TRACESTATE],
+                                       sr->header[SPANPROF_H_BAGGAGE]);
         }
         return DECLINED;
     }
@@ -1176,29 +1183,8 @@ spanprof_fixups(request_rec *r)
     if (spanprof_upgrade(r, sr)) {
         return DECLINED;
     }
-    if (spanprof_policy.propagators & SP_PROPAGATOR_TRACECONTEXT) {
-        /*
-         * The values live in the initial request's pool, as long as any
-         * request made from it. tracestate first: the table compares a
-         * name with strcasecmp only to the entries that start with the
-         * same four letters, and traceparent, once added, would be one of
-         * them (~95 instructions a request, callgrind). Two different
-         * names, so the table ends the same in either order.
-         */
-        if (sr->tracestate != NULL) {
-            apr_table_setn(r->headers_in, "tracestate", sr->tracestate);
-        } else {
-            apr_table_unset(r->headers_in, "tracestate");
-        }
-        apr_table_setn(r->headers_in, "traceparent", sr->traceparent);
-    }
-    if (spanprof_policy.propagators & SP_PROPAGATOR_BAGGAGE) {
-        if (sr->baggage != NULL) {
-            apr_table_setn(r->headers_in, "baggage", sr->baggage);
-        } else {
-            apr_table_unset(r->headers_in, "baggage");
-        }
-    }
+    spanprof_put_trace_headers(r, sr->traceparent, sr->tracestate,
+                               sr->baggage);
     sr->injected = spanprof_policy.propagators != 0;
     if (r->prev != NULL) {
         spanprof_set_env(r, sr);
