@@ -185,8 +185,11 @@ struct sp_exporter_loop {
     uint64_t            deadline_ms; /* flushing: give up at; 0: none */
     uint32_t            retry;
     uint64_t            next_attempt_ms;
-    int                 last_logged_code;
-    uint64_t            last_failure_log_ms;
+    /* Per signal: a collector may take one and refuse the other (traces
+     * only, as Jaeger's), and one signal's successes must not make each
+     * failure of the other look new. */
+    int                 last_logged_code[3];
+    uint64_t            last_failure_log_ms[3];
     uint64_t            rng;
 
     sp_sink             sinks[3];   /* indexed by sp_otlp_signal */
@@ -966,6 +969,39 @@ sp_console_write(sp_exporter_loop *e, const sp_item *it)
     return ok;
 }
 
+/*
+ * What an operator can do about a status that is not retried: the data is
+ * dropped, and the status alone does not say which setting to look at.
+ */
+static const char *
+sp_failure_hint(sp_otlp_signal signal, const sp_otlp_result *r)
+{
+    bool logs = signal == SP_OTLP_SIGNAL_LOGS;
+
+    if (r->retryable) {
+        return "";
+    }
+    switch (r->code) {
+    case SP_GRPC_UNIMPLEMENTED:
+        return logs ? "; the collector does not take OTLP logs over gRPC: "
+                      "profiling data is dropped (send it to one that does "
+                      "with SPLUNK_PROFILER_LOGS_ENDPOINT, or stop it with "
+                      "OTEL_LOGS_EXPORTER=none)"
+                    : "; the collector does not take OTLP traces over gRPC: "
+                      "spans are dropped (send them to one that does with "
+                      "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or stop them with "
+                      "OTEL_TRACES_EXPORTER=none)";
+    case SP_GRPC_UNAUTHENTICATED:
+    case SP_GRPC_PERMISSION_DENIED:
+        return logs ? "; profiling data is dropped: check the token in "
+                      "OTEL_EXPORTER_OTLP_HEADERS (values are never logged)"
+                    : "; spans are dropped: check the token in "
+                      "OTEL_EXPORTER_OTLP_HEADERS (values are never logged)";
+    default:
+        return logs ? "; profiling data is dropped" : "; spans are dropped";
+    }
+}
+
 static void
 sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
                         const sp_otlp_result *r)
@@ -979,10 +1015,10 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
         if (it->signal == SP_OTLP_SIGNAL_TRACES) {
             e->queue_spans -= it->records;
         }
-        if (e->last_logged_code != SP_GRPC_OK) {
+        if (e->last_logged_code[it->signal] != SP_GRPC_OK) {
             sp_log(e, SP_LOG_INFO, "export recovered: %s accepted again",
                    it->signal == SP_OTLP_SIGNAL_LOGS ? "logs" : "traces");
-            e->last_logged_code = SP_GRPC_OK;
+            e->last_logged_code[it->signal] = SP_GRPC_OK;
         }
         e->retry = 0;
         e->next_attempt_ms = 0;
@@ -992,16 +1028,18 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
 
     e->shared.failures[r->code >= 0 && r->code < SP_GRPC_CODES
                        ? r->code : SP_GRPC_UNKNOWN]++;
-    if (r->code != e->last_logged_code
-        || now - e->last_failure_log_ms >= SP_EXPORTER_COUNTERS_INTERVAL_MS)
+    if (r->code != e->last_logged_code[it->signal]
+        || now - e->last_failure_log_ms[it->signal]
+           >= SP_EXPORTER_COUNTERS_INTERVAL_MS)
     {
-        char line[768];
+        char line[640];
 
         sp_otlp_result_format(e->sinks[it->signal].client, r, line,
                               sizeof(line));
-        sp_log(e, SP_LOG_WARN, "export failed: %s", line);
-        e->last_logged_code = r->code;
-        e->last_failure_log_ms = now;
+        sp_log(e, SP_LOG_WARN, "export failed: %s%s", line,
+               sp_failure_hint(it->signal, r));
+        e->last_logged_code[it->signal] = r->code;
+        e->last_failure_log_ms[it->signal] = now;
     }
     /* Stopping (a deadline is set): no retry. A collector that refuses
      * now is not waited for, and the server's stop waits for the
@@ -1573,7 +1611,8 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     e->pid = o->pid != 0 ? o->pid : (uint32_t)getpid();
     e->console_fd = -1;
     e->rng = ((uint64_t)e->pid << 32) ^ sp_realtime_ns() ^ 0x9e3779b97f4a7c15u;
-    e->last_logged_code = SP_GRPC_OK;
+    e->last_logged_code[SP_OTLP_SIGNAL_LOGS] = SP_GRPC_OK;
+    e->last_logged_code[SP_OTLP_SIGNAL_TRACES] = SP_GRPC_OK;
     atomic_init(&e->stop, false);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);

@@ -11,6 +11,12 @@
 //        [--tls-cert PEM --tls-key PEM] [--control FILE]
 //        [--status CODE|NAME] [--message TEXT] [--times N] [--stall-ms MS]
 //        [--partial-rejected N] [--partial-message TEXT]
+//        [--services logs,traces]
+//
+// --services: the OTLP services it implements (default both). A method
+// of one left out is answered UNIMPLEMENTED by grpc-js itself, as by a
+// collector that implements traces only (Jaeger's OTLP receiver); such a
+// request is not recorded.
 //
 // Every request becomes one JSON line in FILE, written before the answer
 // (so a stalled or refused request is recorded too):
@@ -75,11 +81,12 @@ function parseArgs(argv) {
     const opts = {
         host: '127.0.0.1', port: null, out: null, tlsCert: null,
         tlsKey: null, control: null, plan: {}, decode: true,
+        services: ['logs', 'traces'],
     };
     const takes = new Set(['--host', '--port', '--out', '--tls-cert',
         '--tls-key', '--control', '--status', '--message', '--times',
         '--stall-ms', '--partial-rejected', '--partial-message',
-        '--decode']);
+        '--decode', '--services']);
     for (let i = 0; i < argv.length; i++) {
         const a = argv[i];
         if (!takes.has(a)) usage(`unknown argument ${a}`);
@@ -99,6 +106,14 @@ function parseArgs(argv) {
         // "no": answer and record sizes only, for benchmarks whose load
         // generator shares a CPU with the receiver.
         case '--decode': opts.decode = v !== 'no'; break;
+        case '--services':
+            opts.services = v.split(',').filter((x) => x !== '');
+            for (const x of opts.services) {
+                if (x !== 'logs' && x !== 'traces') {
+                    usage(`--services takes logs and traces, not ${x}`);
+                }
+            }
+            break;
         case '--partial-rejected':
             opts.plan.partial = opts.plan.partial || {};
             opts.plan.partial.rejected = Number(v);
@@ -361,6 +376,7 @@ const server = new grpc.Server({
 });
 
 for (const svc of SERVICES) {
+    if (!opts.services.includes(svc.signal)) continue;
     server.addService({
         Export: {
             path: svc.path,
