@@ -1,8 +1,10 @@
 /*
  * The exporter loop (sp_exporter.h): a drain thread (the caller's) that
- * turns ring records into encoded OTLP requests, and a sender thread that
- * exports them, so a slow or absent collector never stops the draining
- * and the rings keep their room for the workers.
+ * turns ring records into encoded OTLP requests, and a sender thread per
+ * signal that exports them, so a slow or absent collector never stops the
+ * draining and the rings keep their room for the workers, and one that
+ * does not take a signal (down, stalled, or another endpoint) never holds
+ * up the other.
  */
 #include "sp_exporter.h"
 #include "sp_clock.h"
@@ -126,6 +128,21 @@ typedef struct sp_sink {
     const char      *method;
 } sp_sink;
 
+/*
+ * A signal's sender: its own thread, retry and backoff. With one sender
+ * for both, a logs request retried against a logs endpoint that was down
+ * or stalled stayed at the head of the queue and no span went out.
+ */
+typedef struct sp_lane {
+    struct sp_exporter_loop *e;
+    sp_otlp_signal   signal;
+    pthread_t        thread;
+    bool             started;
+    sp_item         *inflight;     /* under the loop's lock */
+    uint32_t         retry;
+    uint64_t         next_attempt_ms;
+} sp_lane;
+
 struct sp_exporter_loop {
     sp_exporter_options o;
     uint32_t            pid;
@@ -180,11 +197,8 @@ struct sp_exporter_loop {
     size_t              queue_bytes;
     uint64_t            queue_records;
     uint64_t            queue_spans;
-    sp_item            *inflight;
     bool                quit;
     uint64_t            deadline_ms; /* flushing: give up at; 0: none */
-    uint32_t            retry;
-    uint64_t            next_attempt_ms;
     /* Per signal: a collector may take one and refuse the other (traces
      * only, as Jaeger's), and one signal's successes must not make each
      * failure of the other look new. */
@@ -193,10 +207,10 @@ struct sp_exporter_loop {
     uint64_t            rng;
 
     sp_sink             sinks[3];   /* indexed by sp_otlp_signal */
+    sp_lane             lanes[3];   /* indexed by sp_otlp_signal */
     int                 console_fd;
     bool                console_owned;
-    pthread_t           sender;
-    bool                sender_started;
+    pthread_mutex_t     console_lock; /* a line at a time from both lanes */
     atomic_bool         stop;
 };
 
@@ -954,6 +968,7 @@ sp_console_write(sp_exporter_loop *e, const sp_item *it)
          && sp_otlp_json_append(&out, it->signal, flat.data, flat.len)
             == SP_OK;
     sp_buf_free(&flat);
+    pthread_mutex_lock(&e->console_lock);
     while (ok && off < out.len) {
         ssize_t n = write(e->console_fd, out.data + off, out.len - off);
         if (n < 0 && errno == EINTR) {
@@ -965,6 +980,7 @@ sp_console_write(sp_exporter_loop *e, const sp_item *it)
         }
         off += (size_t)n;
     }
+    pthread_mutex_unlock(&e->console_lock);
     sp_buf_free(&out);
     return ok;
 }
@@ -1003,7 +1019,7 @@ sp_failure_hint(sp_otlp_signal signal, const sp_otlp_result *r)
 }
 
 static void
-sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
+sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
                         const sp_otlp_result *r)
 {
     uint64_t now = sp_monotonic_ms();
@@ -1020,8 +1036,8 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
                    it->signal == SP_OTLP_SIGNAL_LOGS ? "logs" : "traces");
             e->last_logged_code[it->signal] = SP_GRPC_OK;
         }
-        e->retry = 0;
-        e->next_attempt_ms = 0;
+        lane->retry = 0;
+        lane->next_attempt_ms = 0;
         sp_item_free(it);
         return;
     }
@@ -1056,18 +1072,19 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
                    ? SP_OTLP_BACKOFF_MAX_MS : e->export_interval_ms;
         p.base_ms = p.max_ms < SP_OTLP_BACKOFF_BASE_MS
                     ? p.max_ms / 2 : SP_OTLP_BACKOFF_BASE_MS;
-        /* Put back in front: order kept, and it is still the oldest, so
-         * the first to go when newer data needs the room. */
+        /* Put back in front: its signal's order kept, and it is still
+         * the oldest, so the first to go when newer data needs the
+         * room. */
         it->next = e->head;
         e->head = it;
         if (e->tail == NULL) {
             e->tail = it;
         }
         e->queue_bytes += it->len;
-        e->next_attempt_ms = now + sp_otlp_backoff_delay(&p, e->retry,
-                                                         sp_random(e));
-        if (e->retry < 16) {
-            e->retry++;
+        lane->next_attempt_ms = now + sp_otlp_backoff_delay(&p, lane->retry,
+                                                            sp_random(e));
+        if (lane->retry < 16) {
+            lane->retry++;
         }
         return;
     }
@@ -1083,27 +1100,43 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_item *it,
     sp_item_free(it);
 }
 
+/* The oldest queued item of signal, and the one before it (NULL: none). */
+static sp_item *
+sp_queue_first_locked(sp_exporter_loop *e, sp_otlp_signal signal,
+                      sp_item **prev)
+{
+    sp_item *it;
+
+    *prev = NULL;
+    for (it = e->head; it != NULL && it->signal != signal; it = it->next) {
+        *prev = it;
+    }
+    return it;
+}
+
 static void *
 sp_sender_main(void *arg)
 {
-    sp_exporter_loop *e = arg;
+    sp_lane          *lane = arg;
+    sp_exporter_loop *e = lane->e;
 
     pthread_mutex_lock(&e->lock);
     while (!e->quit) {
-        sp_item       *it = e->head;
+        sp_item       *prev, *it;
         sp_otlp_result r;
         uint64_t       now = sp_monotonic_ms(), timeout;
 
+        it = sp_queue_first_locked(e, lane->signal, &prev);
         if (it == NULL) {
             pthread_cond_broadcast(&e->idle_cond);
             pthread_cond_wait(&e->cond, &e->lock);
             continue;
         }
-        if (e->next_attempt_ms > now
-            && (e->deadline_ms == 0 || e->next_attempt_ms < e->deadline_ms))
+        if (lane->next_attempt_ms > now
+            && (e->deadline_ms == 0 || lane->next_attempt_ms < e->deadline_ms))
         {
             struct timespec ts;
-            uint64_t        wait = e->next_attempt_ms - now;
+            uint64_t        wait = lane->next_attempt_ms - now;
 
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += (time_t)(wait / 1000);
@@ -1120,12 +1153,17 @@ sp_sender_main(void *arg)
             pthread_cond_wait(&e->cond, &e->lock);
             continue;
         }
-        e->head = it->next;
-        if (e->head == NULL) {
-            e->tail = NULL;
+        if (prev != NULL) {
+            prev->next = it->next;
+        } else {
+            e->head = it->next;
         }
+        if (e->tail == it) {
+            e->tail = prev;
+        }
+        it->next = NULL;
         e->queue_bytes -= it->len;
-        e->inflight = it;
+        lane->inflight = it;
         timeout = e->timeout_ms;
         if (e->deadline_ms != 0 && e->deadline_ms - now < timeout) {
             timeout = e->deadline_ms - now;
@@ -1146,8 +1184,8 @@ sp_sender_main(void *arg)
         }
 
         pthread_mutex_lock(&e->lock);
-        e->inflight = NULL;
-        sp_sender_result_locked(e, it, &r);
+        lane->inflight = NULL;
+        sp_sender_result_locked(e, lane, it, &r);
     }
     pthread_cond_broadcast(&e->idle_cond);
     pthread_mutex_unlock(&e->lock);
@@ -1196,13 +1234,18 @@ void
 sp_exporter_counters_get(sp_exporter_loop *e, sp_exporter_counters *out)
 {
     uint64_t full, corrupt;
+    int      i;
 
     sp_ring_totals(e, &full, &corrupt);
     pthread_mutex_lock(&e->lock);
     *out = e->shared;
     out->held = e->shared.held + e->queue_records;
-    out->queue_bytes = e->queue_bytes
-                       + (e->inflight != NULL ? e->inflight->len : 0);
+    out->queue_bytes = e->queue_bytes;
+    for (i = 0; i < 3; i++) {
+        if (e->lanes[i].inflight != NULL) {
+            out->queue_bytes += e->lanes[i].inflight->len;
+        }
+    }
     pthread_mutex_unlock(&e->lock);
     out->ring_full = full - e->ring_full_base;
     out->ring_corrupt = corrupt - e->ring_corrupt_base;
@@ -1406,7 +1449,9 @@ sp_exporter_wait_idle(sp_exporter_loop *e, uint64_t timeout_ms)
         struct timespec ts;
         uint64_t        now = sp_monotonic_ms();
 
-        idle = e->head == NULL && e->inflight == NULL;
+        idle = e->head == NULL
+               && e->lanes[SP_OTLP_SIGNAL_LOGS].inflight == NULL
+               && e->lanes[SP_OTLP_SIGNAL_TRACES].inflight == NULL;
         if (idle || now >= end) {
             break;
         }
@@ -1457,13 +1502,17 @@ sp_exporter_claim(sp_exporter_loop *e)
 static void
 sp_sender_stop(sp_exporter_loop *e)
 {
+    int i;
+
     pthread_mutex_lock(&e->lock);
     e->quit = true;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
-    if (e->sender_started) {
-        pthread_join(e->sender, NULL);
-        e->sender_started = false;
+    for (i = 0; i < 3; i++) {
+        if (e->lanes[i].started) {
+            pthread_join(e->lanes[i].thread, NULL);
+            e->lanes[i].started = false;
+        }
     }
 }
 
@@ -1512,7 +1561,8 @@ sp_exporter_run(sp_exporter_loop *e)
     pthread_mutex_lock(&e->lock);
     e->deadline_ms = end;
     /* one attempt each, now: no backoff is waited out */
-    e->next_attempt_ms = 0;
+    e->lanes[SP_OTLP_SIGNAL_LOGS].next_attempt_ms = 0;
+    e->lanes[SP_OTLP_SIGNAL_TRACES].next_attempt_ms = 0;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
     now = sp_monotonic_ms();
@@ -1583,6 +1633,7 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     sp_resource_input     ri;
     const sp_config      *c;
     sp_status             st;
+    int                   i;
 
     if (err != NULL && err_size > 0) {
         err[0] = '\0';
@@ -1617,6 +1668,7 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
     pthread_cond_init(&e->idle_cond, NULL);
+    pthread_mutex_init(&e->console_lock, NULL);
     sp_buf_init(&e->scratch, 0);
 
     e->export_interval_ms = sp_config_integer(c,
@@ -1719,11 +1771,21 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
         }
     }
     sp_ring_totals(e, &e->ring_full_base, &e->ring_corrupt_base);
-    if (pthread_create(&e->sender, NULL, sp_sender_main, e) != 0) {
-        st = SP_ERR_NOMEM;
-        goto fail;
+    for (i = SP_OTLP_SIGNAL_LOGS; i <= SP_OTLP_SIGNAL_TRACES; i++) {
+        sp_lane *lane = &e->lanes[i];
+
+        /* none: nothing of it is ever queued */
+        if (e->sinks[i].kind == SP_EXPORTER_NONE) {
+            continue;
+        }
+        lane->e = e;
+        lane->signal = (sp_otlp_signal)i;
+        if (pthread_create(&lane->thread, NULL, sp_sender_main, lane) != 0) {
+            st = SP_ERR_NOMEM;
+            goto fail;
+        }
+        lane->started = true;
     }
-    e->sender_started = true;
     *out = e;
     return SP_OK;
 
@@ -1775,5 +1837,6 @@ sp_exporter_destroy(sp_exporter_loop *e)
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
     pthread_cond_destroy(&e->idle_cond);
+    pthread_mutex_destroy(&e->console_lock);
     free(e);
 }

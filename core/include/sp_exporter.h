@@ -5,12 +5,13 @@
  *
  * EXPORTER PROCESS ONLY (gRPC, elfutils).
  *
- * Two threads: the caller's runs sp_exporter_run (drain, symbolize,
- * encode: it never waits on the network), and a sender thread of the
- * exporter's own takes encoded requests from a queue and exports them one
- * at a time, retrying retryable failures (UNAVAILABLE, RESOURCE_EXHAUSTED,
- * DEADLINE_EXCEEDED) with backoff and jitter while newer data keeps
- * arriving.
+ * Threads: the caller's runs sp_exporter_run (drain, symbolize, encode:
+ * it never waits on the network), and a sender thread per signal (logs,
+ * traces) takes that signal's encoded requests from a queue and exports
+ * them one at a time, retrying retryable failures (UNAVAILABLE,
+ * RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED) with backoff and jitter while
+ * newer data keeps arriving; an endpoint that is down or stalls for one
+ * signal never holds up the other.
  *
  * What it holds is bounded (defaults in brackets):
  *   - the queue of encoded requests: max_queue_bytes [16 MiB]; spans in it
@@ -107,7 +108,7 @@ typedef struct sp_exporter_counters {
 
 /*
  * Creates the exporter: the clients (no connection yet), symbolizer and
- * builders, and the sender thread. sp_otlp_init must have been called when
+ * builders, and the sender threads. sp_otlp_init must have been called when
  * either exporter is otlp. SP_ERR_INVALID (a client's configuration;
  * err says why, without secrets), SP_ERR_IO (console file), SP_ERR_NOMEM.
  */

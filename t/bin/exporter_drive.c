@@ -53,6 +53,14 @@ env(void *ctx, const char *name)
     return getenv(name);
 }
 
+/* As the module does: a bad variable is said, and its default used. */
+static void
+warn(void *ctx, const char *message)
+{
+    (void)ctx;
+    fprintf(stderr, "exporter_drive: warning: %s\n", message);
+}
+
 static void
 sleep_ms(uint64_t ms)
 {
@@ -262,7 +270,7 @@ main(int argc, char **argv)
     }
 
     c = sp_config_create(SP_SERVER_NGINX);
-    sp_config_complete(c, env, NULL, NULL, NULL);
+    sp_config_complete(c, env, NULL, warn, NULL);
     if (sp_shm_create(slots, ring_bytes, &shm) != SP_OK
         || sp_region_attach(shm.base, shm.size, &region) != SP_OK)
     {

@@ -1,0 +1,131 @@
+#!/usr/bin/perl
+# The exporter with the endpoints operators write, against the independent
+# receiver (t/receiver):
+# - traces and profiling logs to two endpoints (two channels), one of them
+#   stalled (accepts, never answers) or down (refused): the other signal
+#   keeps flowing while the exporter runs, not only at its stop, and its
+#   memory stays bounded;
+# - http://[::1]:PORT (IPv6) and a trailing slash reach the receiver;
+# - a value the configuration refuses (no scheme, a path) is said, naming
+#   the variable, the value and what is allowed, and the default is used.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Socket::IP;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(new_dir free_port);
+use Spanprof::Receiver;
+use Spanprof::Exporter qw(build_driver start_drive finish_drive run_drive
+                          balanced);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+
+my $dir = new_dir();
+my $driver = build_driver($dir);
+my $BOUND_KB = 64 * 1024;
+
+my %FAST = (SPLUNK_PROFILER_EXPORT_INTERVAL => 200,
+            OTEL_BSP_SCHEDULE_DELAY => 200, OTEL_EXPORTER_OTLP_TIMEOUT => 1000,
+            SPANPROF_SERVER => 'nginx', SPANPROF_LOG_LEVEL => 'info');
+my @STEADY = qw(--samples 600 --spans 60 --for-ms 6000 --every-ms 100
+                --hold-ms 500);
+
+sub signals {
+    my ($rcv, $signal) = @_;
+    return scalar grep { $_->{signal} eq $signal && $_->{answer}{code} == 0 }
+        $rcv->requests;
+}
+
+# One signal's endpoint stalled or down: the other's data arrives while
+# the driver still writes (4 s into its 6 s), at the other endpoint only.
+for my $case ([ stalled => 'logs' ], [ stalled => 'traces' ],
+              [ down => 'logs' ], [ down => 'traces' ])
+{
+    my ($fault, $bad) = @$case;
+    my $good = $bad eq 'logs' ? 'traces' : 'logs';
+    my $what = "$bad endpoint $fault";
+    my $ok = Spanprof::Receiver->start(dir => $dir);
+    my ($stall, $bad_url);
+    if ($fault eq 'stalled') {
+        $stall = Spanprof::Receiver->start(dir => $dir,
+                                           control => { stall_ms => -1 });
+        $bad_url = 'http://127.0.0.1:' . $stall->port;
+    } else {
+        $bad_url = 'http://127.0.0.1:' . free_port();
+    }
+    my $ok_url = 'http://127.0.0.1:' . $ok->port;
+    my %env = (%FAST, OTEL_EXPORTER_OTLP_ENDPOINT => $ok_url,
+               ($bad eq 'logs' ? 'SPLUNK_PROFILER_LOGS_ENDPOINT'
+                               : 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
+                   => $bad_url);
+    my $h = start_drive(dir => $dir, driver => $driver, env => \%env,
+                        args => \@STEADY);
+    sleep 4;
+    my $meanwhile = signals($ok, $good);
+    ok($meanwhile >= 3, "$what: $good keeps flowing meanwhile "
+       . "($meanwhile requests in 4 s)");
+    finish_drive($h);
+    like($h->{stderr}, qr/started for .* logs otlp \Q@{[ $bad eq 'logs'
+         ? $bad_url : $ok_url ]}\E, traces otlp \Q@{[ $bad eq 'logs'
+         ? $ok_url : $bad_url ]}\E,/, "$what: two endpoints in the startup line");
+    is(signals($ok, $bad), 0, "$what: no $bad at the $good endpoint");
+    like($h->{stderr}, qr/\[warn\] .*export failed: OTLP export of $bad(?x)
+         \s to \s \Q$bad_url\E \s failed: \s
+         @{[ $fault eq 'stalled' ? 'DEADLINE_EXCEEDED' : 'UNAVAILABLE' ]}/,
+         "$what: the failure is said, naming the signal and the endpoint");
+    my $c = $h->{counters} // {};
+    ok(%$c && balanced($c), "$what: the counters add up")
+        or diag(join ' ', map { "$_=$c->{$_}" } sort keys %$c);
+    ok($h->{hwm_kb} > 0 && $h->{hwm_kb} < $BOUND_KB,
+       "$what: peak RSS $h->{hwm_kb} kB under 64 MiB");
+    is($h->{exit}, 0, "$what: the exporter exits 0");
+}
+
+# Forms that connect.
+SKIP: {
+    my $v6 = IO::Socket::IP->new(LocalHost => '::1', Listen => 1);
+    skip 'no IPv6 loopback', 2 unless $v6;
+    close $v6;
+    my $rcv = Spanprof::Receiver->start(dir => $dir, host => '::1');
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { %FAST, OTEL_EXPORTER_OTLP_ENDPOINT =>
+                     'http://[::1]:' . $rcv->port },
+        args => [qw(--samples 10 --spans 5 --hold-ms 300)]);
+    ok(signals($rcv, 'traces') && signals($rcv, 'logs'),
+       'http://[::1]:PORT: both signals arrive over IPv6')
+        or diag($h->{stderr});
+    is($h->{counters}{exported}, 15, '... all of them');
+}
+
+{
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { %FAST, OTEL_EXPORTER_OTLP_ENDPOINT =>
+                     'http://127.0.0.1:' . $rcv->port . '/' },
+        args => [qw(--samples 10 --spans 5 --hold-ms 300)]);
+    is($h->{counters}{exported}, 15, 'a trailing slash is ignored');
+}
+
+# Forms the configuration refuses: said, and the default used.
+for my $value ('collector:4317', 'http://collector:4317/v1/traces',
+               'grpc://collector:4317')
+{
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { %FAST, OTEL_EXPORTER_OTLP_ENDPOINT => $value },
+        args => [qw(--samples 1 --spans 1 --hold-ms 100)]);
+    like($h->{stderr}, qr/invalid value "\Q$value\E" in environment(?x)
+         \s variable \s OTEL_EXPORTER_OTLP_ENDPOINT, \s allowed: .*
+         "http:\/\/host:port" \s or \s "https:\/\/host:port"; \s using \s
+         the \s default/, "\"$value\": said, with what is allowed");
+    like($h->{stderr}, qr/started for .* logs otlp http:\/\/localhost:4317,/,
+         "\"$value\": the default endpoint is used");
+}
+
+done_testing;
