@@ -17,7 +17,10 @@ use Spanprof::ConfigChecks qw(check_loads check_directives
 
 my $dir = new_dir();
 write_file("$dir/ca.pem", "-----BEGIN CERTIFICATE-----\n");
-my @settings = settings(certificate => "$dir/ca.pem");
+# Readable, PEM, but no certificate: the exporter could not use it.
+write_file("$dir/key.pem", "-----BEGIN PRIVATE KEY-----\n");
+my @settings = settings(certificate => "$dir/ca.pem",
+                        no_certificate => "$dir/key.pem");
 
 my %httpd = (
     name   => 'apache2',

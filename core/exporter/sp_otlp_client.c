@@ -1,5 +1,6 @@
 #include "sp_otlp_client.h"
 #include "sp_clock.h"
+#include "sp_config.h"
 #include "sp_kvlist.h"
 
 #include <errno.h>
@@ -19,9 +20,6 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
-
-/* A trust-anchor file larger than this is not a PEM bundle we expect. */
-#define SP_OTLP_CERT_MAX (4u * 1024 * 1024)
 
 struct sp_otlp_metadata {
     size_t n;
@@ -362,12 +360,12 @@ sp_read_pem(const char *path, char **out, char *err, size_t err_size)
         }
         return SP_ERR_IO;
     }
-    buf = malloc(SP_OTLP_CERT_MAX + 1);
+    buf = malloc(SP_CONFIG_PEM_MAX + 1);
     if (buf == NULL) {
         fclose(f);
         return SP_ERR_NOMEM;
     }
-    n = fread(buf, 1, SP_OTLP_CERT_MAX + 1, f);
+    n = fread(buf, 1, SP_CONFIG_PEM_MAX + 1, f);
     if (ferror(f)) {
         if (err != NULL && err_size > 0) {
             snprintf(err, err_size, "cannot read the certificate file %s: "
@@ -378,14 +376,12 @@ sp_read_pem(const char *path, char **out, char *err, size_t err_size)
         return SP_ERR_IO;
     }
     fclose(f);
-    buf[n > SP_OTLP_CERT_MAX ? SP_OTLP_CERT_MAX : n] = '\0';
+    buf[n > SP_CONFIG_PEM_MAX ? SP_CONFIG_PEM_MAX : n] = '\0';
     /*
      * gRPC would take anything and fail every handshake later with a
      * vague UNAVAILABLE: say now what is wrong with the file.
      */
-    if (n > SP_OTLP_CERT_MAX || memchr(buf, '\0', n) != NULL
-        || strstr(buf, "-----BEGIN CERTIFICATE-----") == NULL)
-    {
+    if (!sp_config_pem_text(buf, n)) {
         sp_set_err(err, err_size, "the certificate file %s holds no PEM "
                    "certificate", path);
         free(buf);

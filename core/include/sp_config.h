@@ -159,6 +159,16 @@ SP_API uint64_t sp_config_integer(const sp_config *c, sp_setting s);
  */
 SP_API const char *sp_config_text(const sp_config *c, sp_setting s);
 
+/*
+ * The OTLP certificate file's content: at most SP_CONFIG_PEM_MAX bytes of
+ * text holding a PEM certificate. The configuration checks the file with
+ * it (a file of something else fails the configuration test, or warns
+ * when it comes from the environment) and the OTLP client the bytes it
+ * hands to gRPC, which would take anything and fail every handshake.
+ */
+#define SP_CONFIG_PEM_MAX (4u * 1024 * 1024)
+SP_API bool sp_config_pem_text(const char *text, size_t len);
+
 /* The primary environment variable of s, and its alias or NULL. */
 SP_API const char *sp_setting_env_name(sp_setting s);
 SP_API const char *sp_setting_env_alias(sp_setting s);

@@ -101,7 +101,8 @@ static const sp_setting_desc sp_settings[SP_SETTING_COUNT] = {
         "or with the suffix \"ms\" or \"s\")", false, false },
     [SP_SETTING_OTLP_CERTIFICATE] = {
         "OTEL_EXPORTER_OTLP_CERTIFICATE", NULL, SP_KIND_PATH, 0, 0,
-        "the path of a readable PEM file", false, false },
+        "the path of a readable PEM file of certificates "
+        "(\"-----BEGIN CERTIFICATE-----\")", false, false },
     [SP_SETTING_SERVICE_NAME] = {
         "OTEL_SERVICE_NAME", NULL, SP_KIND_TEXT, 0, 0,
         "a non-empty name", false, false },
@@ -275,6 +276,44 @@ sp_parse_duration(const char *s, size_t len, uint64_t *ms)
     }
     *ms *= unit;
     return true;
+}
+
+bool
+sp_config_pem_text(const char *text, size_t len)
+{
+    static const char begin[] = "-----BEGIN CERTIFICATE-----";
+
+    return len <= SP_CONFIG_PEM_MAX && memchr(text, '\0', len) == NULL
+           && memmem(text, len, begin, sizeof(begin) - 1) != NULL;
+}
+
+/*
+ * Readable is not enough: the exporter reads the file when it starts, and
+ * a file of something else (a key, DER, a wrong path to a text file) made
+ * every exporter exit at once, restarted by the server forever, with the
+ * configuration test passing.
+ */
+static bool
+sp_pem_file(const char *path)
+{
+    FILE  *f = fopen(path, "rb");
+    char  *buf;
+    size_t n;
+    bool   ok;
+
+    if (f == NULL) {
+        return false;
+    }
+    buf = malloc(SP_CONFIG_PEM_MAX + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return false;
+    }
+    n = fread(buf, 1, SP_CONFIG_PEM_MAX + 1, f);
+    ok = !ferror(f) && sp_config_pem_text(buf, n);
+    fclose(f);
+    free(buf);
+    return ok;
 }
 
 /* http[s]://host[:port][/] with host a name, an IPv4 or a [IPv6] literal. */
@@ -500,7 +539,7 @@ sp_parse_value(sp_setting s, const char *value, size_t len, bool inverted,
             return SP_PARSE_INVALID;
         }
         text = sp_strndup(value, len);
-        if (text == NULL || access(text, R_OK) != 0) {
+        if (text == NULL || access(text, R_OK) != 0 || !sp_pem_file(text)) {
             free(text);
             return SP_PARSE_INVALID;
         }

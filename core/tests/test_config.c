@@ -553,8 +553,11 @@ resource_attributes_must_be_a_key_value_list(void **state)
 }
 
 static void
-certificate_must_be_a_readable_file(void **state)
+certificate_must_be_a_readable_pem_file(void **state)
 {
+    static const char cert[] = "# trust anchors\n"
+                               "-----BEGIN CERTIFICATE-----\nMIIB\n";
+    static const char key[] = "-----BEGIN PRIVATE KEY-----\nMIIE\n";
     char       path[] = "/tmp/sp_test_cert_XXXXXX";
     char       msg[SP_CONFIG_MESSAGE_SIZE];
     int        fd = mkstemp(path);
@@ -562,16 +565,47 @@ certificate_must_be_a_readable_file(void **state)
 
     (void)state;
     assert_true(fd >= 0);
-    close(fd);
+    assert_int_equal(write(fd, cert, sizeof(cert) - 1),
+                     (ssize_t)sizeof(cert) - 1);
     assert_int_equal(directive(c, SP_SETTING_OTLP_CERTIFICATE, path, msg),
                      SP_OK);
     assert_string_equal(sp_config_text(c, SP_SETTING_OTLP_CERTIFICATE),
                         path);
+    /* readable, but not what the exporter can load: a key, an empty file */
+    assert_int_equal(ftruncate(fd, 0), 0);
+    assert_int_equal(pwrite(fd, key, sizeof(key) - 1, 0),
+                     (ssize_t)sizeof(key) - 1);
+    assert_int_equal(directive(c, SP_SETTING_OTLP_CERTIFICATE, path, msg),
+                     SP_ERR_INVALID);
+    assert_non_null(strstr(msg, "readable PEM file of certificates"));
+    assert_int_equal(ftruncate(fd, 0), 0);
+    assert_int_equal(directive(c, SP_SETTING_OTLP_CERTIFICATE, path, msg),
+                     SP_ERR_INVALID);
+    close(fd);
     unlink(path);
     assert_int_equal(directive(c, SP_SETTING_OTLP_CERTIFICATE, path, msg),
                      SP_ERR_INVALID);
     assert_non_null(strstr(msg, "readable PEM file"));
+    /* a directory opens, but does not read */
+    assert_int_equal(directive(c, SP_SETTING_OTLP_CERTIFICATE, "/tmp", msg),
+                     SP_ERR_INVALID);
+    assert_string_equal(sp_config_text(c, SP_SETTING_OTLP_CERTIFICATE),
+                        path);
     sp_config_destroy(c);
+}
+
+static void
+pem_text_needs_a_certificate(void **state)
+{
+    static const char cert[] = "-----BEGIN CERTIFICATE-----\n";
+    static const char nul[] = "-----BEGIN CERTIFICATE-----\n\0";
+
+    (void)state;
+    assert_true(sp_config_pem_text(cert, sizeof(cert) - 1));
+    assert_false(sp_config_pem_text(cert, sizeof(cert) - 3));
+    assert_false(sp_config_pem_text("", 0));
+    assert_false(sp_config_pem_text(nul, sizeof(nul) - 1));
+    assert_false(sp_config_pem_text(cert, SP_CONFIG_PEM_MAX + 1));
 }
 
 static void
@@ -763,7 +797,8 @@ main(void)
             endpoints_are_grpc_urls_and_fall_back_to_the_otlp_endpoint),
         cmocka_unit_test(headers_are_validated_and_never_shown),
         cmocka_unit_test(resource_attributes_must_be_a_key_value_list),
-        cmocka_unit_test(certificate_must_be_a_readable_file),
+        cmocka_unit_test(certificate_must_be_a_readable_pem_file),
+        cmocka_unit_test(pem_text_needs_a_certificate),
         cmocka_unit_test(
             batch_size_larger_than_the_queue_is_reduced_with_a_warning),
         cmocka_unit_test(

@@ -51,7 +51,7 @@ sub settings {
          'SpanprofOtlpTimeout', ['10000', '5s'], $DURATION_BAD],
         ['OTEL_EXPORTER_OTLP_CERTIFICATE', 'spanprof_otlp_certificate',
          'SpanprofOtlpCertificate', [$cert],
-         ["$cert.missing"]],
+         ["$cert.missing", $arg{no_certificate} // ()]],
         ['OTEL_SERVICE_NAME', 'spanprof_service_name', 'SpanprofServiceName',
          ['shop-frontend'], ['""']],
         ['OTEL_RESOURCE_ATTRIBUTES', 'spanprof_resource_attributes',
