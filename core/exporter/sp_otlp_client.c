@@ -65,8 +65,7 @@ static bool
 sp_is_ipv6_char(char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
-           || (c >= 'A' && c <= 'F') || c == ':' || c == '.' || c == '['
-           || c == '%';
+           || (c >= 'A' && c <= 'F') || c == ':' || c == '.' || c == '%';
 }
 
 /*
@@ -106,7 +105,9 @@ sp_otlp_endpoint_parse(const char *s, sp_otlp_endpoint *out)
             }
             i++;
         }
-        if (i == len || i == host_start + 1) {
+        if (i == len || !sp_config_ipv6_literal(s + host_start + 1,
+                                                i - host_start - 1))
+        {
             return SP_ERR_INVALID;
         }
         i++;

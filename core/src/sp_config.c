@@ -5,6 +5,7 @@
 #include "sp_selection.h"
 #include "sp_text.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +279,28 @@ sp_parse_duration(const char *s, size_t len, uint64_t *ms)
     return true;
 }
 
+/*
+ * The inside of an endpoint's [...]: an IPv6 address, then possibly a
+ * zone after '%'. gRPC resolves anything else as a name and fails at
+ * every export ("DNS resolution failed"), while the configuration test
+ * passed.
+ */
+bool
+sp_config_ipv6_literal(const char *s, size_t len)
+{
+    char            addr[INET6_ADDRSTRLEN];
+    struct in6_addr a;
+    const char     *zone = memchr(s, '%', len);
+    size_t          n = zone != NULL ? (size_t)(zone - s) : len;
+
+    if (n == 0 || n >= sizeof(addr) || (zone != NULL && len - n < 2)) {
+        return false;
+    }
+    memcpy(addr, s, n);
+    addr[n] = '\0';
+    return inet_pton(AF_INET6, addr, &a) == 1;
+}
+
 bool
 sp_config_pem_text(const char *text, size_t len)
 {
@@ -335,15 +358,18 @@ sp_valid_endpoint(const char *s, size_t len)
     }
     host_start = i;
     if (i < len && s[i] == '[') {
+        i++;
         while (i < len && s[i] != ']') {
             if (!(sp_hex_value(s[i]) >= 0 || s[i] == ':' || s[i] == '.'
-                  || s[i] == '[' || s[i] == '%'))
+                  || s[i] == '%'))
             {
                 return false;
             }
             i++;
         }
-        if (i == len || i == host_start + 1) {
+        if (i == len || !sp_config_ipv6_literal(s + host_start + 1,
+                                                i - host_start - 1))
+        {
             return false;
         }
         i++;

@@ -99,7 +99,9 @@ endpoint_rejects_what_is_not_one(void **state)
         "http://x:0", "http://x:65536", "http://x:99999999999999999999",
         "http://x:12a", "http://x:-1", "http://x/v1/logs", "http://us er",
         "http://user@x:1", "http://[]:1", "http://[::1", "http://[::1]x",
-        "http://[::g]:1", "http://x:1//", " http://x:1", "http://x:1 "
+        "http://[::g]:1", "http://x:1//", " http://x:1", "http://x:1 ",
+        "http://[1::2::3]:1", "http://[:[:]:1", "http://[::1%]:1",
+        "http://[%25lo]:1", "http://[12345::1]:1", "http://[1.2.3.4]:1"
     };
     sp_otlp_endpoint e;
     size_t           i;
@@ -138,7 +140,9 @@ endpoint_grammar_is_the_configurations(void **state)
         "http://[::1]:4317", "http://[::1]", "http://10.1.2.3:8080",
         "http://a_b-c.d:9", "http://x:0", "http://x:65536", "http://x:",
         "http://", "ftp://x:1", "http://x/y", "http://[]", "http://x:1//",
-        "collector:4317", "http://x y", "https://[fe80::1%25lo]:4317/"
+        "collector:4317", "http://x y", "https://[fe80::1%25lo]:4317/",
+        "http://[::ffff:10.1.2.3]:1", "http://[1::2::3]:1", "http://[:[:]:1",
+        "http://[::1%]:1", "http://[1.2.3.4]:1"
     };
     sp_config       *c = sp_config_create(SP_SERVER_NGINX);
     char             msg[SP_CONFIG_MESSAGE_SIZE];
