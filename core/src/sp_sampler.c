@@ -272,7 +272,9 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     interval_ms = source == SP_SOURCE_SNAPSHOT ? s->o.snapshot_interval_ms
                                                : s->o.continuous_interval_ms;
     /* The real time since this thread's previous sample of this source,
-     * idle time included; the first one counts one interval. */
+     * idle time included. A first snapshot sample counts from the arming
+     * of the thread's timer (sp_sampler_enter); a first continuous one
+     * counts one interval, the round before. */
     last = &t->last_sample_ns[source == SP_SOURCE_SNAPSHOT ? 0 : 1];
     smp.period_ns = *last != 0 && now > *last ? now - *last
                                               : interval_ms * 1000000ull;
@@ -495,6 +497,14 @@ sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
         || !sp_thread_timer(s, t))
     {
         return;
+    }
+    /* The thread's first snapshot sample counts the real time since its
+     * sampling began here, as every later one counts the time since the
+     * one before: not one interval, which a CPU-time timer (the tick, a
+     * thread that waited first) may be far past. */
+    if (t->last_sample_ns[SP_SOURCE_SNAPSHOT - 1] == 0) {
+        t->last_sample_ns[SP_SOURCE_SNAPSHOT - 1] =
+            sp_clock_ns(CLOCK_MONOTONIC);
     }
     t->armed = true;
     atomic_signal_fence(memory_order_seq_cst);
