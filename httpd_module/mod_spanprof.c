@@ -14,6 +14,7 @@
 
 #include "httpd.h"
 #include "http_config.h"
+#include "http_connection.h"
 #include "http_main.h"
 #include "http_core.h"
 #include "http_log.h"
@@ -1045,10 +1046,28 @@ spanprof_begin(request_rec *r)
     return sr;
 }
 
+/*
+ * The threaded MPMs block every signal in the threads they make after
+ * child_init: without this, continuous profiling (SIGPROF from the
+ * sampler's thread) reached none of a worker or event child's threads.
+ * Where a thread starts work, it takes the sampler's signal from then on
+ * (once; a check of a thread-local flag after that).
+ */
+static int
+spanprof_pre_connection(conn_rec *c, void *csd)
+{
+    sp_sampler_admit(spanprof_sampler);
+    return OK;
+}
+
 static int
 spanprof_post_read_request(request_rec *r)
 {
     spanprof_request *sr;
+
+    /* A thread that has served no connection of its own yet (event MPM:
+     * a request of a connection another thread accepted). */
+    sp_sampler_admit(spanprof_sampler);
 
     /* Where a scope inside turns it on, the request begins as any; the
      * scope it ends in decides (fixups, spanprof_request_done). */
@@ -1411,6 +1430,8 @@ spanprof_register_hooks(apr_pool_t *p)
     ap_hook_post_config(spanprof_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(spanprof_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_monitor(spanprof_monitor, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_pre_connection(spanprof_pre_connection, NULL, NULL,
+                           APR_HOOK_REALLY_FIRST);
     ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,
                               APR_HOOK_REALLY_FIRST);
     ap_hook_map_to_storage(spanprof_map_to_storage, NULL,

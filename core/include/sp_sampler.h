@@ -10,6 +10,8 @@
  *                         continuous sampler's thread
  *   sp_sampler_enter()    "this thread now works for span S of trace T"
  *   sp_sampler_leave()    "this thread stopped working for it"
+ *   sp_sampler_admit()    "this thread may be sampled": it unblocks the
+ *                         signal, which servers block in worker threads
  *   sp_sampler_poll()     now and then, outside any handler: republishes
  *                         the object table when it changed, and returns
  *                         the count of dropped samples at most once a
@@ -106,6 +108,16 @@ SP_API void sp_sampler_destroy(sp_sampler *s);
 SP_API void sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
                              const uint8_t span_id[8]);
 SP_API void sp_sampler_leave(sp_sampler *s);
+
+/*
+ * With continuous sampling on: the calling thread unblocks the signal,
+ * once, so that the continuous sampler reaches it. httpd's threaded MPMs
+ * block every signal in their threads after child_init; a thread that
+ * never calls this is signalled in vain (the signal stays pending). Call
+ * it where a thread starts work (a connection, a request). A thread
+ * given a snapshot timer by enter unblocks it then.
+ */
+SP_API void sp_sampler_admit(sp_sampler *s);
 
 /*
  * With spans_end_anywhere, from any thread, no allocation, no system call.

@@ -46,6 +46,8 @@ typedef struct sp_thread_slot {
     uint8_t          trace_id[16];
     uint8_t          span_id[8];
     uint32_t         generation;    /* sampler whose timer this is */
+    uint32_t         admitted;      /* sampler whose signal this thread
+                                       unblocked */
     timer_t          timer;
     /* CLOCK_MONOTONIC of this thread's previous sample, per source
      * (SP_SOURCE_SNAPSHOT - 1, SP_SOURCE_CONTINUOUS - 1): each source's
@@ -425,6 +427,22 @@ sp_thread_exits(void *arg)
     }
 }
 
+/*
+ * Servers block signals in their worker threads (httpd's threaded MPMs
+ * block them all in the child after child_init, so every thread it makes
+ * inherits that): such a thread takes ours only once it unblocks it.
+ */
+static void
+sp_unblock_signal(sp_sampler *s, sp_thread_slot *t)
+{
+    sigset_t ours;
+
+    sigemptyset(&ours);
+    sigaddset(&ours, s->o.signo);
+    pthread_sigmask(SIG_UNBLOCK, &ours, NULL);
+    t->admitted = s->generation;
+}
+
 static bool
 sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
 {
@@ -457,16 +475,8 @@ sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
         return false;
     }
     pthread_setspecific(s->thread_key, s);
-    /* Servers block signals in their worker threads (httpd's threaded
-     * MPMs leave them to one thread): a thread that works for a selected
-     * span must take ours. */
-    {
-        sigset_t ours;
-
-        sigemptyset(&ours);
-        sigaddset(&ours, s->o.signo);
-        pthread_sigmask(SIG_UNBLOCK, &ours, NULL);
-    }
+    /* A thread that works for a selected span must take ours. */
+    sp_unblock_signal(s, t);
     t->timer = timer;
     t->armed = false;
     t->generation = s->generation;
@@ -515,6 +525,20 @@ sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
     if (timer_settime(t->timer, 0, &its, NULL) != 0) {
         t->armed = false;
     }
+}
+
+void
+sp_sampler_admit(sp_sampler *s)
+{
+    sp_thread_slot *t = &sp_tls;
+
+    /* Once per thread: a check of its slot after that. */
+    if (s == NULL || !s->running || s->o.continuous_interval_ms == 0
+        || t->admitted == s->generation)
+    {
+        return;
+    }
+    sp_unblock_signal(s, t);
 }
 
 void

@@ -611,6 +611,89 @@ continuous_covers_every_running_thread_but_its_own(void **state)
 }
 
 /*
+ * httpd's threaded MPMs block every signal in the threads they make after
+ * the sampler started: such a thread takes continuous samples only once
+ * it admits itself (sp_sampler_admit); one that does not is never
+ * sampled.
+ */
+typedef struct blocked_thread {
+    atomic_bool *stop;
+    pid_t        tid;
+    bool         admit;
+    sp_sampler  *sampler;
+} blocked_thread;
+
+static void *
+run_blocked_thread(void *arg)
+{
+    blocked_thread *b = arg;
+    sigset_t        all;
+
+    b->tid = (pid_t)syscall(SYS_gettid);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    if (b->admit) {
+        sp_sampler_admit(b->sampler);
+        /* Once: a second call changes nothing. */
+        sp_sampler_admit(b->sampler);
+    }
+    while (!atomic_load(b->stop)) {
+        burn_unattached(5);
+    }
+    return NULL;
+}
+
+static void
+continuous_reaches_a_blocking_thread_once_admitted(void **state)
+{
+    sp_sampler_options o = { .continuous_interval_ms = 10 };
+    atomic_bool     stop = false;
+    blocked_thread  b[2];
+    pthread_t       th[2];
+    fixture         fx;
+    size_t          i, per[2] = { 0 };
+    int             k, waited;
+    sp_sampler     *s;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    for (k = 0; k < 2; k++) {
+        b[k] = (blocked_thread){ &stop, 0, k == 0, s };
+        assert_int_equal(pthread_create(&th[k], NULL, run_blocked_thread,
+                                        &b[k]), 0);
+    }
+    for (waited = 0; waited < 30000; waited += 100) {
+        usleep(100000);
+        fx_drain(&fx);
+        per[0] = 0;
+        for (i = 0; i < fx.count; i++) {
+            per[0] += fx.got[i].s.tid == (uint32_t)b[0].tid;
+        }
+        if (waited >= 600 && per[0] >= 5) {
+            break;
+        }
+    }
+    atomic_store(&stop, true);
+    for (k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+    }
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    per[0] = 0;
+    for (i = 0; i < fx.count; i++) {
+        for (k = 0; k < 2; k++) {
+            per[k] += fx.got[i].s.tid == (uint32_t)b[k].tid;
+        }
+    }
+    assert_true(per[0] >= 5);
+    assert_int_equal(per[1], 0);
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
+/*
  * Both sources on one thread: each sample's period is the time since the
  * previous sample of its own source on that thread, so a snapshot sample
  * just after a continuous one still says about one snapshot interval.
@@ -1264,6 +1347,7 @@ main(void)
         cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
         cmocka_unit_test(a_span_closed_on_another_thread_is_sampled_no_more),
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
+        cmocka_unit_test(continuous_reaches_a_blocking_thread_once_admitted),
         cmocka_unit_test(each_source_keeps_its_own_period),
         cmocka_unit_test(weights_add_up_to_the_cpu_time_sampled),
         cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
