@@ -123,6 +123,9 @@ typedef struct {
 static sp_region        *spanprof_region;
 static sp_ring          *spanprof_ring;
 static sp_sampler       *spanprof_sampler;
+/* Continuous samples run in this child: a recorded request that is not
+ * profiled is open in the sampler too, for their ids. */
+static int               spanprof_continuous;
 static volatile apr_uint32_t  spanprof_polled_at;
 static volatile apr_uint32_t  spanprof_polling;
 static sp_idgen         *spanprof_ids;
@@ -593,7 +596,9 @@ spanprof_child_init(apr_pool_t *pchild, server_rec *s)
                                               : "the sampler could not start");
         sp_sampler_destroy(spanprof_sampler);
         spanprof_sampler = NULL;
+        return;
     }
+    spanprof_continuous = o.continuous_interval_ms > 0;
 }
 
 /* ---- requests */
@@ -1081,14 +1086,24 @@ spanprof_post_read_request(request_rec *r)
     /* This thread may still carry a span whose request is not freed yet
      * (its last bucket waits for write completion): none of that one's. */
     sp_sampler_leave(spanprof_sampler);
-    if (sr->entry.selection.profiled && spanprof_sampler != NULL
+    /* A recorded request that is not profiled: its thread's continuous
+     * samples carry its ids too (SPEC 4), until it ends. */
+    if (spanprof_sampler != NULL
+        && (sr->entry.selection.profiled
+            || (spanprof_continuous && sr->entry.recorded))
         && sp_sampler_span_open(spanprof_sampler, sr->entry.ctx.span_id)
            == SP_OK)
     {
         sr->thread = apr_os_thread_current();
         sr->sampling = 1;
-        sp_sampler_enter(spanprof_sampler, sr->entry.ctx.trace_id,
-                         sr->entry.ctx.span_id);
+        if (sr->entry.selection.profiled) {
+            sp_sampler_enter(spanprof_sampler, sr->entry.ctx.trace_id,
+                             sr->entry.ctx.span_id);
+        } else {
+            sp_sampler_enter_unselected(spanprof_sampler,
+                                        sr->entry.ctx.trace_id,
+                                        sr->entry.ctx.span_id);
+        }
     }
     return DECLINED;
 }

@@ -81,7 +81,9 @@ struct ngx_http_spanprof_ctx_s {
     unsigned                  injected:1;
     unsigned                  off:1;        /* the location says off */
     unsigned                  finished:1;
-    unsigned                  watched:1;    /* counted in nprofiled */
+    unsigned                  watched:1;    /* counted in nprofiled:
+                                               profiled, or recorded with
+                                               continuous profiling on */
 };
 
 
@@ -136,6 +138,9 @@ static ngx_http_phase_handler_pt  *ngx_http_spanprof_checkers;
 static ngx_http_phase_handler_t   *ngx_http_spanprof_phase_base;
 static ngx_uint_t                  ngx_http_spanprof_nphases;
 static ngx_uint_t                  ngx_http_spanprof_nprofiled;
+/* Continuous samples run in this worker: recorded requests that are not
+ * profiled are watched too, so that their samples carry their ids. */
+static ngx_uint_t                  ngx_http_spanprof_continuous;
 static ngx_uint_t                  ngx_http_spanprof_nested;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
 static ngx_msec_t                  ngx_http_spanprof_exporter_stop;
@@ -1393,6 +1398,8 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
+    ngx_http_spanprof_continuous = o.continuous_interval_ms > 0;
+
     /*
      * While a profiled request is in the worker, every phase checker
      * tells the sampler whose work runs now (ngx_http_spanprof_watch()):
@@ -1485,10 +1492,11 @@ static void
 ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx)
 {
     /*
-     * Only a request being profiled is remembered as current: the many
-     * switches among requests that are not profiled (most of them) then
-     * cost a comparison, and never reach the sampler. "Being profiled" is
-     * watched: counted, with the checkers that end its sampling in place.
+     * Only a watched request (profiled; or recorded, with continuous
+     * profiling on) is remembered as current: the many switches among
+     * requests that are not (most of them) then cost a comparison, and
+     * never reach the sampler. Watched is counted, with the checkers that
+     * end its sampling in place.
      */
     if (ctx != NULL && (!ctx->watched || ctx->finished || ctx->off)) {
         ctx = NULL;
@@ -1500,9 +1508,15 @@ ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx)
 
     ngx_http_spanprof_current = ctx;
 
-    if (ctx != NULL) {
+    if (ctx != NULL && ctx->entry.selection.profiled) {
         sp_sampler_enter(ngx_http_spanprof_sampler, ctx->entry.ctx.trace_id,
                          ctx->entry.ctx.span_id);
+
+    } else if (ctx != NULL) {
+        /* Watched for the continuous samples only. */
+        sp_sampler_enter_unselected(ngx_http_spanprof_sampler,
+                                    ctx->entry.ctx.trace_id,
+                                    ctx->entry.ctx.span_id);
 
     } else {
         sp_sampler_leave(ngx_http_spanprof_sampler);
@@ -1723,9 +1737,14 @@ ngx_http_spanprof_post_read(ngx_http_request_t *r)
      * From here this request's work is sampled, by the checkers of its
      * phases. When they were ours already, this runs inside one, which
      * ends the sampling when it returns; when they were nginx's, nothing
-     * would: then the next phase's checker, ours now, starts it.
+     * would: then the next phase's checker, ours now, starts it. With
+     * continuous profiling, every recorded request is watched: a sample
+     * taken while the worker works for it carries its ids (SPEC 4), not
+     * only one of a profiled request.
      */
-    if (ctx->entry.selection.profiled && ngx_http_spanprof_sampler != NULL
+    if ((ctx->entry.selection.profiled
+         || (ngx_http_spanprof_continuous && ctx->entry.recorded))
+        && ngx_http_spanprof_sampler != NULL
         && ngx_http_spanprof_checkers != NULL)
     {
         watching = ngx_http_spanprof_nprofiled > 0;

@@ -9,6 +9,8 @@
  *                         handler, publishes the object table, starts the
  *                         continuous sampler's thread
  *   sp_sampler_enter()    "this thread now works for span S of trace T"
+ *   sp_sampler_enter_unselected()  the same for a recorded span that is
+ *                         not selected: only continuous samples carry it
  *   sp_sampler_leave()    "this thread stopped working for it"
  *   sp_sampler_admit()    "this thread may be sampled": it unblocks the
  *                         signal, which servers block in worker threads
@@ -39,7 +41,8 @@
  * signals blocked) wakes every continuous interval, lists the process's
  * threads in thread-id order and sends the signal (tgkill) to each one that
  * is running, so a blocked or idle thread is never interrupted. Its
- * samples carry the ids of the span the thread works for, if any.
+ * samples carry the ids of the span the thread works for, if any,
+ * selected or not (sp_sampler_enter_unselected).
  *
  * A sample carries a span's ids only if, at the instant it was taken, the
  * thread was between enter and leave for that span: the handler reads the
@@ -108,6 +111,17 @@ SP_API void sp_sampler_destroy(sp_sampler *s);
 SP_API void sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
                              const uint8_t span_id[8]);
 SP_API void sp_sampler_leave(sp_sampler *s);
+
+/*
+ * As enter, for a span that is recorded but not selected: continuous
+ * samples taken until leave (or the next enter) carry its ids, as every
+ * sample taken while a thread works for a recorded span must (SPEC 4);
+ * the snapshot timer takes no sample of it. With continuous sampling off
+ * it is leave.
+ */
+SP_API void sp_sampler_enter_unselected(sp_sampler *s,
+                                        const uint8_t trace_id[16],
+                                        const uint8_t span_id[8]);
 
 /*
  * With continuous sampling on: the calling thread unblocks the signal,

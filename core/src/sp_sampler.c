@@ -41,6 +41,8 @@
 typedef struct sp_thread_slot {
     _Atomic uint32_t seq;           /* odd while the ids change */
     bool             has_span;
+    bool             snapshot;      /* the span is selected: the snapshot
+                                       timer samples it */
     bool             armed;         /* the snapshot timer runs */
     bool             in_handler;
     uint8_t          trace_id[16];
@@ -338,7 +340,7 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
     sp_sampler     *s;
     uint8_t         trace_id[16], span_id[8];
     uint32_t        before, after;
-    bool            has_span, from_timer, from_sampler;
+    bool            has_span, snapshot, from_timer, from_sampler;
     int             saved = errno;
 
     (void)signo;
@@ -359,6 +361,7 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
     before = atomic_load_explicit(&t->seq, memory_order_relaxed);
     atomic_signal_fence(memory_order_acquire);
     has_span = t->has_span;
+    snapshot = t->snapshot;
     memcpy(trace_id, t->trace_id, 16);
     memcpy(span_id, t->span_id, 8);
     atomic_signal_fence(memory_order_acquire);
@@ -372,11 +375,12 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
     }
 
     if (from_timer) {
-        if (has_span) {
+        if (has_span && snapshot) {
             sp_take_sample(s, t, ucv, true, trace_id, span_id,
                            SP_SOURCE_SNAPSHOT, sp_timer_weight(si));
         } else if (t->generation == s->generation && t->armed) {
-            /* leave() left the timer running: stop it now. */
+            /* leave() left the timer running, or the thread went on to a
+             * span that is not selected: stop it now. */
             sp_timer_disarm(t->timer);
             t->armed = false;
         }
@@ -483,25 +487,35 @@ sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
     return true;
 }
 
-void
-sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
-                 const uint8_t span_id[8])
+/* The thread's ids from now on, under its sequence counter. */
+static void
+sp_slot_set(sp_thread_slot *t, const uint8_t trace_id[16],
+            const uint8_t span_id[8], bool snapshot)
 {
-    sp_thread_slot   *t = &sp_tls;
-    struct itimerspec its;
-    uint32_t          seq;
+    uint32_t seq;
 
-    if (s == NULL || !s->running) {
-        return;
-    }
     seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
     atomic_store_explicit(&t->seq, seq + 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_release);
     memcpy(t->trace_id, trace_id, 16);
     memcpy(t->span_id, span_id, 8);
     t->has_span = true;
+    t->snapshot = snapshot;
     atomic_signal_fence(memory_order_release);
     atomic_store_explicit(&t->seq, seq + 2, memory_order_relaxed);
+}
+
+void
+sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
+                 const uint8_t span_id[8])
+{
+    sp_thread_slot   *t = &sp_tls;
+    struct itimerspec its;
+
+    if (s == NULL || !s->running) {
+        return;
+    }
+    sp_slot_set(t, trace_id, span_id, true);
 
     if (s->o.snapshot_interval_ms == 0 || t->armed
         || !sp_thread_timer(s, t))
@@ -525,6 +539,23 @@ sp_sampler_enter(sp_sampler *s, const uint8_t trace_id[16],
     if (timer_settime(t->timer, 0, &its, NULL) != 0) {
         t->armed = false;
     }
+}
+
+void
+sp_sampler_enter_unselected(sp_sampler *s, const uint8_t trace_id[16],
+                            const uint8_t span_id[8])
+{
+    if (s == NULL || !s->running) {
+        return;
+    }
+    /* Only continuous samples carry such a span; without them the thread
+     * must still stop carrying a selected one it worked for before. A
+     * snapshot timer still armed for that one stops at its next tick. */
+    if (s->o.continuous_interval_ms == 0) {
+        sp_sampler_leave(s);
+        return;
+    }
+    sp_slot_set(&sp_tls, trace_id, span_id, false);
 }
 
 void

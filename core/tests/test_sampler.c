@@ -611,6 +611,74 @@ continuous_covers_every_running_thread_but_its_own(void **state)
 }
 
 /*
+ * A recorded span that is not selected (sp_sampler_enter_unselected):
+ * continuous samples carry its ids, the snapshot timer takes none of it,
+ * also right after the thread worked for a selected span whose timer
+ * still runs. With continuous sampling off it is leave.
+ */
+static void
+unselected_spans_get_continuous_samples_only(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1,
+                             .continuous_interval_ms = 5 };
+    uint8_t     trace[16], span_a[8], span_b[8];
+    fixture     fx;
+    size_t      i, snap_a = 0, snap_b = 0, cont_b = 0;
+    sp_sampler *s;
+
+    (void)state;
+    memset(trace, 0x61, 16);
+    memset(span_a, 0xa1, 8);
+    memset(span_b, 0xb1, 8);
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    sp_sampler_enter(s, trace, span_a);
+    burn_as_a(100);
+    sp_sampler_enter_unselected(s, trace, span_b);
+    burn_as_b(300);
+    sp_sampler_leave(s);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    for (i = 0; i < fx.count; i++) {
+        const got_sample *g = &fx.got[i];
+
+        if (g->s.tid != (uint32_t)getpid() || !g->s.has_span) {
+            continue;
+        }
+        if (g->s.source == SP_SOURCE_SNAPSHOT) {
+            snap_a += g->s.span_id[0] == 0xa1;
+            snap_b += g->s.span_id[0] == 0xb1;
+        } else {
+            cont_b += g->s.span_id[0] == 0xb1
+                      && frame_of(g, "burn_as_b") >= 0;
+        }
+    }
+    assert_true(snap_a >= 5);
+    assert_int_equal(snap_b, 0);
+    assert_true(cont_b >= 5);
+    sp_sampler_destroy(s);
+
+    /* Snapshot only: the unselected span leaves the thread with none. */
+    o.continuous_interval_ms = 0;
+    fx.count = 0;
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    sp_sampler_enter(s, trace, span_a);
+    burn_as_a(50);
+    sp_sampler_enter_unselected(s, trace, span_b);
+    burn_as_b(100);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    for (i = 0; i < fx.count; i++) {
+        assert_int_equal(frame_of(&fx.got[i], "burn_as_b"), -1);
+        assert_int_not_equal(fx.got[i].s.span_id[0], 0xb1);
+    }
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
+/*
  * httpd's threaded MPMs block every signal in the threads they make after
  * the sampler started: such a thread takes continuous samples only once
  * it admits itself (sp_sampler_admit); one that does not is never
@@ -1347,6 +1415,7 @@ main(void)
         cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
         cmocka_unit_test(a_span_closed_on_another_thread_is_sampled_no_more),
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
+        cmocka_unit_test(unselected_spans_get_continuous_samples_only),
         cmocka_unit_test(continuous_reaches_a_blocking_thread_once_admitted),
         cmocka_unit_test(each_source_keeps_its_own_period),
         cmocka_unit_test(weights_add_up_to_the_cpu_time_sampled),
