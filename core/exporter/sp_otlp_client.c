@@ -349,47 +349,20 @@ sp_otlp_shutdown(void)
 static sp_status
 sp_read_pem(const char *path, char **out, char *err, size_t err_size)
 {
-    FILE  *f;
-    char  *buf;
-    size_t n;
+    sp_status st = sp_config_pem_read(path, out);
 
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        if (err != NULL && err_size > 0) {
-            snprintf(err, err_size, "cannot read the certificate file %s: "
-                     "%s", path, strerror(errno));
-        }
-        return SP_ERR_IO;
-    }
-    buf = malloc(SP_CONFIG_PEM_MAX + 1);
-    if (buf == NULL) {
-        fclose(f);
-        return SP_ERR_NOMEM;
-    }
-    n = fread(buf, 1, SP_CONFIG_PEM_MAX + 1, f);
-    if (ferror(f)) {
-        if (err != NULL && err_size > 0) {
-            snprintf(err, err_size, "cannot read the certificate file %s: "
-                     "%s", path, strerror(errno));
-        }
-        fclose(f);
-        free(buf);
-        return SP_ERR_IO;
-    }
-    fclose(f);
-    buf[n > SP_CONFIG_PEM_MAX ? SP_CONFIG_PEM_MAX : n] = '\0';
     /*
      * gRPC would take anything and fail every handshake later with a
      * vague UNAVAILABLE: say now what is wrong with the file.
      */
-    if (!sp_config_pem_text(buf, n)) {
+    if (st == SP_ERR_IO && err != NULL && err_size > 0) {
+        snprintf(err, err_size, "cannot read the certificate file %s: %s",
+                 path, strerror(errno));
+    } else if (st == SP_ERR_INVALID) {
         sp_set_err(err, err_size, "the certificate file %s holds no PEM "
                    "certificate", path);
-        free(buf);
-        return SP_ERR_INVALID;
     }
-    *out = buf;
-    return SP_OK;
+    return st;
 }
 
 static void

@@ -176,6 +176,13 @@ SP_API bool sp_config_ipv6_literal(const char *s, size_t len);
 #define SP_CONFIG_PEM_MAX (4u * 1024 * 1024)
 SP_API bool sp_config_pem_text(const char *text, size_t len);
 
+/*
+ * The certificate file at path read into *out (malloc'd, NUL-terminated),
+ * for both: SP_ERR_IO, errno kept, when it cannot be read; SP_ERR_INVALID
+ * when it holds no PEM certificate (sp_config_pem_text); SP_ERR_NOMEM.
+ */
+SP_API sp_status sp_config_pem_read(const char *path, char **out);
+
 /* The primary environment variable of s, and its alias or NULL. */
 SP_API const char *sp_setting_env_name(sp_setting s);
 SP_API const char *sp_setting_env_alias(sp_setting s);

@@ -5,6 +5,7 @@
 #include "sp_selection.h"
 #include "sp_text.h"
 
+#include <errno.h>
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +311,41 @@ sp_config_pem_text(const char *text, size_t len)
            && memmem(text, len, begin, sizeof(begin) - 1) != NULL;
 }
 
+sp_status
+sp_config_pem_read(const char *path, char **out)
+{
+    FILE  *f = fopen(path, "rb");
+    char  *buf;
+    size_t n;
+    int    err;
+
+    *out = NULL;
+    if (f == NULL) {
+        return SP_ERR_IO;
+    }
+    buf = malloc(SP_CONFIG_PEM_MAX + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return SP_ERR_NOMEM;
+    }
+    n = fread(buf, 1, SP_CONFIG_PEM_MAX + 1, f);
+    if (ferror(f)) {
+        err = errno;
+        fclose(f);
+        free(buf);
+        errno = err;
+        return SP_ERR_IO;
+    }
+    fclose(f);
+    if (!sp_config_pem_text(buf, n)) {
+        free(buf);
+        return SP_ERR_INVALID;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return SP_OK;
+}
+
 /*
  * Readable is not enough: the exporter reads the file when it starts, and
  * a file of something else (a key, DER, a wrong path to a text file) made
@@ -319,24 +355,13 @@ sp_config_pem_text(const char *text, size_t len)
 static bool
 sp_pem_file(const char *path)
 {
-    FILE  *f = fopen(path, "rb");
     char  *buf;
-    size_t n;
-    bool   ok;
 
-    if (f == NULL) {
+    if (sp_config_pem_read(path, &buf) != SP_OK) {
         return false;
     }
-    buf = malloc(SP_CONFIG_PEM_MAX + 1);
-    if (buf == NULL) {
-        fclose(f);
-        return false;
-    }
-    n = fread(buf, 1, SP_CONFIG_PEM_MAX + 1, f);
-    ok = !ferror(f) && sp_config_pem_text(buf, n);
-    fclose(f);
     free(buf);
-    return ok;
+    return true;
 }
 
 /* http[s]://host[:port][/] with host a name, an IPv4 or a [IPv6] literal. */
