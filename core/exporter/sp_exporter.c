@@ -131,7 +131,10 @@ typedef struct sp_sink {
 /*
  * A signal's sender: its own thread, retry and backoff. With one sender
  * for both, a logs request retried against a logs endpoint that was down
- * or stalled stayed at the head of the queue and no span went out.
+ * or stalled stayed at the head of the queue and no span went out. Its
+ * failure log too: a collector may take one signal and refuse the other
+ * (traces only, as Jaeger's), and one signal's successes must not make
+ * each failure of the other look new.
  */
 typedef struct sp_lane {
     struct sp_exporter_loop *e;
@@ -141,6 +144,8 @@ typedef struct sp_lane {
     sp_item         *inflight;     /* under the loop's lock */
     uint32_t         retry;
     uint64_t         next_attempt_ms;
+    int              last_logged_code;
+    uint64_t         last_failure_log_ms;
 } sp_lane;
 
 struct sp_exporter_loop {
@@ -199,11 +204,6 @@ struct sp_exporter_loop {
     uint64_t            queue_spans;
     bool                quit;
     uint64_t            deadline_ms; /* flushing: give up at; 0: none */
-    /* Per signal: a collector may take one and refuse the other (traces
-     * only, as Jaeger's), and one signal's successes must not make each
-     * failure of the other look new. */
-    int                 last_logged_code[3];
-    uint64_t            last_failure_log_ms[3];
     uint64_t            rng;
 
     sp_sink             sinks[3];   /* indexed by sp_otlp_signal */
@@ -1031,10 +1031,10 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
         if (it->signal == SP_OTLP_SIGNAL_TRACES) {
             e->queue_spans -= it->records;
         }
-        if (e->last_logged_code[it->signal] != SP_GRPC_OK) {
+        if (lane->last_logged_code != SP_GRPC_OK) {
             sp_log(e, SP_LOG_INFO, "export recovered: %s accepted again",
                    it->signal == SP_OTLP_SIGNAL_LOGS ? "logs" : "traces");
-            e->last_logged_code[it->signal] = SP_GRPC_OK;
+            lane->last_logged_code = SP_GRPC_OK;
         }
         lane->retry = 0;
         lane->next_attempt_ms = 0;
@@ -1044,8 +1044,8 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
 
     e->shared.failures[r->code >= 0 && r->code < SP_GRPC_CODES
                        ? r->code : SP_GRPC_UNKNOWN]++;
-    if (r->code != e->last_logged_code[it->signal]
-        || now - e->last_failure_log_ms[it->signal]
+    if (r->code != lane->last_logged_code
+        || now - lane->last_failure_log_ms
            >= SP_EXPORTER_COUNTERS_INTERVAL_MS)
     {
         char line[640];
@@ -1054,8 +1054,8 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
                               sizeof(line));
         sp_log(e, SP_LOG_WARN, "export failed: %s%s", line,
                sp_failure_hint(it->signal, r));
-        e->last_logged_code[it->signal] = r->code;
-        e->last_failure_log_ms[it->signal] = now;
+        lane->last_logged_code = r->code;
+        lane->last_failure_log_ms = now;
     }
     /* Stopping (a deadline is set): no retry. A collector that refuses
      * now is not waited for, and the server's stop waits for the
@@ -1662,8 +1662,8 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     e->pid = o->pid != 0 ? o->pid : (uint32_t)getpid();
     e->console_fd = -1;
     e->rng = ((uint64_t)e->pid << 32) ^ sp_realtime_ns() ^ 0x9e3779b97f4a7c15u;
-    e->last_logged_code[SP_OTLP_SIGNAL_LOGS] = SP_GRPC_OK;
-    e->last_logged_code[SP_OTLP_SIGNAL_TRACES] = SP_GRPC_OK;
+    e->lanes[SP_OTLP_SIGNAL_LOGS].last_logged_code = SP_GRPC_OK;
+    e->lanes[SP_OTLP_SIGNAL_TRACES].last_logged_code = SP_GRPC_OK;
     atomic_init(&e->stop, false);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);

@@ -168,18 +168,19 @@ SP_API bool sp_config_ipv6_literal(const char *s, size_t len);
 
 /*
  * The OTLP certificate file's content: at most SP_CONFIG_PEM_MAX bytes of
- * text holding a PEM certificate. The configuration checks the file with
- * it (a file of something else fails the configuration test, or warns
- * when it comes from the environment) and the OTLP client the bytes it
- * hands to gRPC, which would take anything and fail every handshake.
+ * text holding a PEM certificate, checked by sp_config_pem_read.
  */
 #define SP_CONFIG_PEM_MAX (4u * 1024 * 1024)
 SP_API bool sp_config_pem_text(const char *text, size_t len);
 
 /*
- * The certificate file at path read into *out (malloc'd, NUL-terminated),
- * for both: SP_ERR_IO, errno kept, when it cannot be read; SP_ERR_INVALID
- * when it holds no PEM certificate (sp_config_pem_text); SP_ERR_NOMEM.
+ * The certificate file at path read into *out (malloc'd, NUL-terminated):
+ * by the configuration, so that a file of something else fails the
+ * configuration test (or warns when it comes from the environment), and
+ * by the OTLP client for the bytes it hands to gRPC, which would take
+ * anything and fail every handshake. SP_ERR_IO, errno kept, when it
+ * cannot be read; SP_ERR_INVALID when it holds no PEM certificate
+ * (sp_config_pem_text); SP_ERR_NOMEM.
  */
 SP_API sp_status sp_config_pem_read(const char *path, char **out);
 

@@ -590,7 +590,7 @@ sp_parse_value(sp_setting s, const char *value, size_t len, bool inverted,
             return SP_PARSE_INVALID;
         }
         text = sp_strndup(value, len);
-        if (text == NULL || access(text, R_OK) != 0 || !sp_pem_file(text)) {
+        if (text == NULL || !sp_pem_file(text)) {
             free(text);
             return SP_PARSE_INVALID;
         }
