@@ -1874,51 +1874,81 @@ ngx_http_spanprof_read_headers(ngx_http_request_t *r,
 }
 
 
-/* The repeated tracestate or baggage headers after the first, appended to
- * its value in the list's order. */
+/*
+ * The repeated tracestate or baggage headers joined with "," in the list's
+ * order, each name into one buffer sized in a first walk: appending them
+ * one by one, each into a new copy of all before, took n * n / 2 bytes of
+ * the pool (90 MiB for 990 baggage headers of 190 bytes).
+ */
 static void
 ngx_http_spanprof_join(ngx_http_request_t *r, ngx_http_spanprof_found_t *f,
     sp_entry_headers *in)
 {
-    u_char           *p;
-    size_t           *len;
-    ngx_uint_t        i, bit;
-    const char      **value;
+    u_char           *p[2], *dst;
+    size_t            len[2];
+    ngx_uint_t        i, k, pass;
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
 
-    part = &r->headers_in.headers.part;
-    i = 0;
+    /* [0] tracestate, [1] baggage; the first pass sizes, the second
+     * copies. */
+    len[0] = 0;
+    len[1] = 0;
+    p[0] = NULL;
+    p[1] = NULL;
 
-    while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
-        bit = ngx_http_spanprof_header_bit(h);
+    for (pass = 0; pass < 2; pass++) {
+        part = &r->headers_in.headers.part;
+        i = 0;
 
-        if (bit == NGX_HTTP_SPANPROF_TRACESTATE) {
-            value = &in->tracestate;
-            len = &in->tracestate_len;
+        while ((h = ngx_http_spanprof_next_header(&part, &i)) != NULL) {
+            switch (ngx_http_spanprof_header_bit(h) & f->repeated) {
 
-        } else if (bit == NGX_HTTP_SPANPROF_BAGGAGE) {
-            value = &in->baggage;
-            len = &in->baggage_len;
+            case NGX_HTTP_SPANPROF_TRACESTATE:
+                k = 0;
+                break;
 
-        } else {
-            continue;
+            case NGX_HTTP_SPANPROF_BAGGAGE:
+                k = 1;
+                break;
+
+            default:
+                continue;
+            }
+
+            if (pass == 0) {
+                len[k] += (len[k] ? 1 : 0) + h->value.len;
+                continue;
+            }
+
+            if (p[k] == NULL) {
+                continue;
+            }
+
+            dst = p[k] + len[k];
+            if (len[k]) {
+                *dst++ = ',';
+            }
+            len[k] = ngx_cpymem(dst, h->value.data, h->value.len) - p[k];
         }
 
-        if (h == f->first[bit]) {
-            continue;
+        if (pass == 0) {
+            for (k = 0; k < 2; k++) {
+                p[k] = len[k] ? ngx_pnalloc(r->pool, len[k]) : NULL;
+                len[k] = 0;
+            }
         }
+    }
 
-        p = ngx_pnalloc(r->pool, *len + 1 + h->value.len);
-        if (p == NULL) {
-            continue;
-        }
+    /* Without memory, the first header alone, as read. */
+    if (p[0] != NULL) {
+        in->tracestate = (char *) p[0];
+        in->tracestate_len = len[0];
+    }
 
-        ngx_memcpy(p, *value, *len);
-        p[*len] = ',';
-        ngx_memcpy(p + *len + 1, h->value.data, h->value.len);
-        *value = (char *) p;
-        *len += 1 + h->value.len;
+    if (p[1] != NULL) {
+        in->baggage = (char *) p[1];
+        in->baggage_len = len[1];
     }
 }
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env node
+// An HTTP/2 client (prior knowledge, h2c) that sends many requests as
+// concurrent streams of one connection, with header values as bytes no
+// well-behaved client sends, and resets some streams itself. Node's own
+// http2 module only: it sends a header value's code points below 256 as
+// those bytes (NUL, controls, latin-1 that is invalid UTF-8), repeats a
+// name given several values as separate fields (as HTTP/2 splits
+// cookies), and HPACK-indexes what it may: a value sent again on the
+// connection goes as an index into the dynamic table, one named in
+// "sensitive" as a never-indexed literal.
+//
+//   node h2_client.js < plan.json > results.json
+//
+// plan: { "port": N, "requests": [ { "path": "/x", "method": "GET",
+//           "headers": [[name, value], ...], "sensitive": [names],
+//           "body": "text", "reset_after": bytes } ] }
+// A request with reset_after is reset (RST_STREAM CANCEL) once that many
+// bytes of its response body came (0: as soon as its headers came).
+// results: one per request, in order: { "status": N or 0, "bytes": N,
+// "body": the first 64 bytes, "reset": true when we reset it, "error":
+// the stream's error code when it failed }.
+'use strict';
+
+const http2 = require('http2');
+
+let input = '';
+process.stdin.on('data', (d) => { input += d; });
+process.stdin.on('end', () => {
+  const plan = JSON.parse(input);
+  const session = http2.connect(`http://127.0.0.1:${plan.port}`, {
+    // Room for every stream of the plan at once, and for big header
+    // blocks: the server's limits are what is tested.
+    maxSendHeaderBlockLength: 1 << 20,
+    peerMaxConcurrentStreams: plan.requests.length,
+  });
+  const results = plan.requests.map(() => ({ status: 0, bytes: 0, body: '' }));
+  let left = plan.requests.length;
+  const done = () => {
+    if (--left > 0) return;
+    session.close();
+    process.stdout.write(JSON.stringify(results) + '\n');
+  };
+  session.on('error', (e) => { results.sessionError = e.code || e.message; });
+
+  plan.requests.forEach((q, i) => {
+    const res = results[i];
+    const headers = {
+      ':method': q.method || 'GET',
+      ':path': q.path,
+    };
+    for (const [name, value] of q.headers || []) {
+      const n = name.toLowerCase();
+      if (headers[n] === undefined) headers[n] = value;
+      else headers[n] = [].concat(headers[n], value);
+    }
+    if (q.sensitive) headers[http2.sensitiveHeaders] = q.sensitive;
+    let req;
+    try {
+      req = session.request(headers, { endStream: q.body === undefined });
+    } catch (e) {
+      res.error = e.code || e.message;
+      done();
+      return;
+    }
+    if (q.body !== undefined) req.end(Buffer.from(q.body, 'latin1'));
+    const reset = () => {
+      if (res.reset) return;
+      res.reset = true;
+      req.close(http2.constants.NGHTTP2_CANCEL);
+    };
+    req.on('response', (h) => {
+      res.status = h[':status'];
+      if (q.reset_after === 0) reset();
+    });
+    req.on('data', (d) => {
+      if (res.bytes < 64) {
+        res.body += d.subarray(0, 64 - res.bytes).toString('latin1');
+      }
+      res.bytes += d.length;
+      if (q.reset_after !== undefined && res.bytes >= q.reset_after) reset();
+    });
+    req.on('error', (e) => { res.error = e.code || e.message; });
+    req.on('close', () => {
+      if (!res.reset && req.rstCode) res.error = res.error || req.rstCode;
+      done();
+    });
+  });
+});
