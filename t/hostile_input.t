@@ -54,7 +54,7 @@ sub attr { attribute($_[0]{attributes}, $_[1]) }
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
 my $up = Spanprof::Upstream->start(dir => $dir, proto => 'http');
-text_file("$dir/big.txt", 40000);
+text_file("$dir/big.txt", 10000);
 my %env = (
     SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
     SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
@@ -443,6 +443,97 @@ for my $pair (@pairs) {
     }
 }
 
+# ---- a hundred concurrent HTTP/2 streams on one connection: a third
+# profiled (gzip at level 9 for the sampler to see), a fifth reset by the
+# client mid-response
+
+my @streams;    # [server, case, selected, reset]
+for my $pair (@pairs) {
+    my ($on, $bare) = @$pair;
+    my (@plan, @mine);
+    for my $i (0 .. 99) {
+        my $n = ++$serial;
+        my ($selected, $reset) = ($i % 3 == 0, $i % 5 == 0);
+        push @mine, [ $on, $n, $selected, $reset ];
+        push @plan, {
+            path => ($reset ? '/slow' : '/big') . "?case=$n",
+            headers => [ [ traceparent => '00-' . trace_of($n) . "-$PARENT-01" ],
+                         [ 'accept-encoding' => 'gzip' ],
+                         [ baggage => "$VOLUME="
+                                      . ($selected ? 'highest' : 'off') ] ],
+            $reset ? (reset_after => 16384) : () };
+    }
+    my @got = map { [ h2($_->{h2}, @plan) ] } $on, $bare;
+    my $what = "$on->{kind}, 100 HTTP/2 streams";
+    my @differ = grep {
+        my ($a, $b) = ($got[0][$_] // {}, $got[1][$_] // {});
+        $mine[$_][3]
+            ? !($a->{reset} && $b->{reset})
+            : ($a->{status} // 0) != 200 || ($b->{status} // 0) != 200
+              || $a->{bytes} != $b->{bytes};
+    } 0 .. 99;
+    is(scalar @differ, 0, "$what: each answered as without the module,"
+                          . ' or reset by the client')
+        or diag(JSON::PP->new->canonical->encode(
+                    [ map { [ $got[0][$_], $got[1][$_] ] } @differ[0 .. 2] ]),
+                stacks($on));
+    push @streams, @mine;
+}
+
+# Where the threads of a server's processes are, when gdb is there: what
+# makes a stream that is never answered understood.
+sub stacks {
+    my ($server) = @_;
+    return '' if system('gdb --version >/dev/null 2>&1');
+    return join '', map { "--- $_->{pid} $_->{args}\n"
+                          . `gdb -p $_->{pid} -batch -ex 'thread apply all bt' 2>&1` }
+                    family($server->{pid});
+}
+
+# ---- clients that go away mid-request-body or mid-response
+
+# Sends $head and $body over a connection of its own, reads $read bytes
+# of the answer (0: none), and closes.
+sub walk_away {
+    my ($port, $head, $body, $read) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+                                  Timeout => 10) or return;
+    print $s $head, $body;
+    my $got = '';
+    while (length $got < $read) {
+        sysread($s, $got, 4096, length $got) or last;
+    }
+    sleep 0.3 unless $read;     # the server reads what came
+    close $s;
+}
+
+my @gone;    # [server, case, what, the span's status when not logged]
+for my $pair (@pairs) {
+    my ($on, $bare) = @$pair;
+    my %n = map { $_ => ++$serial } qw(body response h2body h2response);
+    my $tp = sub { 'traceparent: 00-' . trace_of($n{$_[0]}) . "-$PARENT-01" };
+    for my $server ($on, $bare) {
+        walk_away($server->{h1}, "POST /up?case=$n{body} HTTP/1.1\r\n"
+            . "Host: localhost\r\nContent-Length: 100000\r\n"
+            . $tp->('body') . "\r\n\r\n", 'x' x 1000, 0);
+        walk_away($server->{h1}, "GET /slow?case=$n{response} HTTP/1.1\r\n"
+            . "Host: localhost\r\n" . $tp->('response') . "\r\n\r\n",
+            '', 16384);
+        h2($server->{h2},
+           { path => "/up?case=$n{h2body}", method => 'POST',
+             headers => [ [ traceparent => '00-' . trace_of($n{h2body})
+                                          . "-$PARENT-01" ],
+                          [ 'content-length' => 100000 ] ],
+             body => 'x' x 1000, more_body => 1, reset_after_ms => 300 });
+    }
+    # httpd's span says 499 for an HTTP/1.x client gone mid-response,
+    # whatever it logs (README, "httpd").
+    push @gone, map { [ $on, $n{$_}, "$on->{kind}, client gone"
+                        . " mid-$_", $on->{kind} eq 'httpd'
+                                     && $_ eq 'response' ? 499 : undef ] }
+                qw(body response h2body);
+}
+
 # ---- no worker restarted; every span flushed at stop; clean logs
 
 for my $pair (@pairs) {
@@ -458,6 +549,61 @@ for my $pair (@pairs) {
 }
 
 check_case(@$_) for @checks;
+
+# Each stream its own span, its own ids, the status the server logged;
+# no sample of one under another's ids, none under an unselected one's.
+{
+    my (%by_trace, %span_ids);
+    push @{ $by_trace{ $_->{traceId} } }, $_ for spans($recv);
+    my ($bad, @wrong) = (0);
+    my %spans_of;    # span id => [ trace id, selected ]
+    for (@streams) {
+        my ($on, $n, $selected, $reset) = @$_;
+        my $what = "$on->{kind}, HTTP/2 stream of case $n";
+        my @s = @{ $by_trace{ trace_of($n) } // [] };
+        my $status = logged($on, $n) // 0;
+        my $ok = @s == 1 && ($s[0]{parentSpanId} // '') eq $PARENT
+            && !$span_ids{ $s[0]{spanId} }++
+            && attr($s[0], 'http.response.status_code') == $status
+            && ($s[0]{status}{code} // 0) == ($status >= 500 ? 2 : 0)
+            && (attr($s[0], 'splunk.snapshot.profiling') ? 1 : 0)
+               == ($selected ? 1 : 0);
+        push @wrong, "$what: " . scalar(@s) . " spans, logged $status, "
+            . JSON::PP->new->canonical->encode($s[0] // {}) unless $ok;
+        $spans_of{ $s[0]{spanId} } = [ $s[0]{traceId}, $selected ] if @s;
+    }
+    is(scalar @wrong, 0, 'HTTP/2 streams: one span each, its own ids, the '
+                         . 'status logged, selected as their baggage said')
+        or diag(join "\n", @wrong[0 .. ($#wrong < 4 ? $#wrong : 4)]);
+
+    my (undef, $samples) = $recv->collect;
+    my ($under, $leaked, $unselected) = (0, 0, 0);
+    for my $x (@$samples) {
+        my $of = $spans_of{ $x->{labels}{span_id} // '' } or next;
+        $under++;
+        $leaked++ if ($x->{labels}{trace_id} // '') ne $of->[0];
+        $unselected++ unless $of->[1];
+    }
+    cmp_ok($under, '>', 0, "HTTP/2 streams: $under samples under their ids");
+    is($leaked, 0, 'HTTP/2 streams: every sample under a stream\'s span id '
+                   . 'has that stream\'s trace id');
+    is($unselected, 0, 'HTTP/2 streams: none under an unselected stream');
+}
+
+for (@gone) {
+    my ($on, $n, $what, $gone) = @$_;
+    # Whether nginx had read the request body or was still reading it when
+    # the stream went decides 400 or 499, with the module or without.
+    my $logged = logged($on, $n);
+    ok(defined $logged, "$what: logged (" . ($logged // 'nothing') . ')');
+    my @s = grep { $_->{traceId} eq trace_of($n) } spans($recv);
+    is(scalar @s, 1, "$what: one span") or next;
+    my $status = $gone && ($logged // 0) < 400 ? $gone : $logged;
+    is(attr($s[0], 'http.response.status_code'), $status,
+       "$what: status $status");
+    is($s[0]{status}{code} // 0, ($status // 0) >= 500 ? 2 : 0,
+       "$what: span status");
+}
 check_samples_in_spans($recv);
 
 done_testing();

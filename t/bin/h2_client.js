@@ -13,12 +13,16 @@
 //
 // plan: { "port": N, "requests": [ { "path": "/x", "method": "GET",
 //           "headers": [[name, value], ...], "sensitive": [names],
-//           "body": "text", "reset_after": bytes } ] }
+//           "body": "text", "more_body": true,
+//           "reset_after": bytes, "reset_after_ms": ms } ] }
 // A request with reset_after is reset (RST_STREAM CANCEL) once that many
-// bytes of its response body came (0: as soon as its headers came).
+// bytes of its response body came (0: as soon as its headers came); one
+// with reset_after_ms, that long after it was sent. With more_body, the
+// body sent is only the start: the stream stays open for more.
 // results: one per request, in order: { "status": N or 0, "bytes": N,
 // "body": the first 64 bytes, "reset": true when we reset it, "error":
-// the stream's error code when it failed }.
+// the stream's error code when it failed, "timeout" when it had no answer
+// after plan.timeout_ms (30 s) }.
 'use strict';
 
 const http2 = require('http2');
@@ -35,11 +39,21 @@ process.stdin.on('end', () => {
   });
   const results = plan.requests.map(() => ({ status: 0, bytes: 0, body: '' }));
   let left = plan.requests.length;
+  const finish = () => {
+    process.stdout.write(JSON.stringify(results) + '\n');
+    process.exit(0);
+  };
   const done = () => {
     if (--left > 0) return;
     session.close();
-    process.stdout.write(JSON.stringify(results) + '\n');
+    finish();
   };
+  // A server that never answers some stream must not hang the test: what
+  // came by then is the result, and the streams still open say so.
+  setTimeout(() => {
+    results.forEach((r) => { if (!r.status && !r.error) r.error = 'timeout'; });
+    finish();
+  }, plan.timeout_ms || 30000).unref();
   session.on('error', (e) => { results.sessionError = e.code || e.message; });
 
   plan.requests.forEach((q, i) => {
@@ -62,12 +76,17 @@ process.stdin.on('end', () => {
       done();
       return;
     }
-    if (q.body !== undefined) req.end(Buffer.from(q.body, 'latin1'));
     const reset = () => {
-      if (res.reset) return;
+      if (res.reset || req.closed) return;
       res.reset = true;
       req.close(http2.constants.NGHTTP2_CANCEL);
     };
+    if (q.body !== undefined) {
+      const body = Buffer.from(q.body, 'latin1');
+      if (q.more_body) req.write(body);
+      else req.end(body);
+    }
+    if (q.reset_after_ms !== undefined) setTimeout(reset, q.reset_after_ms);
     req.on('response', (h) => {
       res.status = h[':status'];
       if (q.reset_after === 0) reset();
