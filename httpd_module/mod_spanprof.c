@@ -265,7 +265,7 @@ spanprof_set_setting(cmd_parms *cmd, void *dconf, const char *arg)
     }
     if (msg[0] != '\0') {
         ap_log_error(APLOG_MARK, APLOG_WARNING, 0, cmd->server,
-                     "%s (%s:%d)", msg, cmd->directive->filename,
+                     "spanprof: %s (%s:%d)", msg, cmd->directive->filename,
                      cmd->directive->line_num);
     }
     return NULL;

@@ -615,7 +615,7 @@ ngx_http_spanprof_set_setting(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     if (msg[0] != '\0') {
-        ngx_conf_log_error(NGX_LOG_WARN, cf, 0, "%s", msg);
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0, "spanprof: %s", msg);
     }
 
     return NGX_CONF_OK;

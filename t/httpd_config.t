@@ -13,7 +13,8 @@ use Spanprof::Server qw(new_dir write_file httpd_conf httpd_test
                         httpd_start);
 use Spanprof::Settings qw(settings);
 use Spanprof::ConfigChecks qw(check_loads check_directives
-                              check_bad_environment check_startup_line);
+                              check_bad_environment check_clamp
+                              check_startup_line);
 
 my $dir = new_dir();
 write_file("$dir/ca.pem", "-----BEGIN CERTIFICATE-----\n");
@@ -42,6 +43,7 @@ my %httpd = (
 check_loads(\%httpd, $dir);
 check_directives(\%httpd, $dir, @settings);
 check_bad_environment(\%httpd, $dir, @settings);
+check_clamp(\%httpd, $dir, @settings);
 check_startup_line(\%httpd, $dir, @settings);
 
 # --- where directives may appear

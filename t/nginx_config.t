@@ -13,7 +13,8 @@ use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_test
                         nginx_start);
 use Spanprof::Settings qw(settings);
 use Spanprof::ConfigChecks qw(check_loads check_directives
-                              check_bad_environment check_startup_line
+                              check_bad_environment check_clamp
+                              check_startup_line
                               startup_log);
 
 my $dir = new_dir();
@@ -43,6 +44,7 @@ my %nginx = (
 check_loads(\%nginx, $dir);
 check_directives(\%nginx, $dir, @settings);
 check_bad_environment(\%nginx, $dir, @settings);
+check_clamp(\%nginx, $dir, @settings);
 check_startup_line(\%nginx, $dir, @settings);
 
 # --- "env NAME=value;" lines: nginx sets them only in the processes it

@@ -770,11 +770,11 @@ sp_clamp_message(char *buf, size_t size, sp_origin origin,
     char quoted[4 * 64 + 8];
 
     sp_quote(quoted, sizeof(quoted), value, len);
-    snprintf(buf, size, "value %s %s %s%s is above the maximum 0.10 and "
-             "is clamped to 0.10", quoted,
-             origin == SP_ORIGIN_ENV ? "of environment variable" : "in",
+    snprintf(buf, size, "value %s %s%s%s is above the maximum 0.10 "
+             "and is clamped to 0.10", quoted,
+             origin == SP_ORIGIN_ENV ? "of environment variable " : "in \"",
              source_name,
-             origin == SP_ORIGIN_ENV ? "" : " directive");
+             origin == SP_ORIGIN_ENV ? "" : "\" directive");
 }
 
 sp_status

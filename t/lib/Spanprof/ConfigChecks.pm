@@ -20,7 +20,7 @@ use Spanprof::Settings qw(settings);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(check_loads check_directives check_bad_environment
-                    check_startup_line startup_log);
+                    check_clamp check_startup_line startup_log);
 
 my $SECRET = '(not shown: it holds secrets)';
 
@@ -90,6 +90,28 @@ sub check_bad_environment {
         like($out, qr/spanprof: invalid value \Q$shown\E in environment variable \Q$env\E, allowed: .*; using the default/,
              "bad $env warns");
     }
+}
+
+# A probability above the limit is clamped with a warning, from a directive
+# or from the environment, and the warning reads like every other line of
+# the module: "spanprof: " first.
+sub check_clamp {
+    my ($d, $dir, @settings) = @_;
+    my $env = 'SPLUNK_SNAPSHOT_SELECTION_PROBABILITY';
+    my ($row) = grep { $_->[0] eq $env } @settings;
+    my $name = $row->[$d->{column}];
+    my $tail = qr/is above the maximum 0\.10 and is clamped to 0\.10/;
+
+    $d->{conf}->($dir, "$name 0.5");
+    my ($rc, $out) = $d->{check}->($dir);
+    is($rc, 0, "$name 0.5 passes") or diag $out;
+    like($out, qr/spanprof: value "0\.5" in "\Q$name\E" directive $tail/,
+         "$name 0.5: clamped, said with the module's prefix");
+
+    $d->{conf}->($dir, '');
+    ($rc, $out) = $d->{check}->($dir, $env => '0.5');
+    like($out, qr/spanprof: value "0\.5" of environment variable \Q$env\E(?x)
+         \s $tail/, "$env=0.5: clamped, said with the module's prefix");
 }
 
 sub startup_log {
