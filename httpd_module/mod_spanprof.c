@@ -135,6 +135,9 @@ static int               spanprof_active;
  * request of a server that is off may end there. Read with it, kept by
  * the children it forks. */
 static int               spanprof_on_inside;
+/* "Spanprof On" in a virtual host or a directory section, in this reading
+ * of the configuration (sp_config_note_scope_on). */
+static int               spanprof_scope_on;
 
 /*
  * In the parent: one exporter process, watched from its start to its
@@ -239,6 +242,9 @@ spanprof_set_enable(cmd_parms *cmd, void *dconf, const char *arg)
         (void) sp_config_set_directive(spanprof_main_conf(cmd->server)->config,
                                        SP_SETTING_ENABLED, cmd->cmd->name,
                                        arg, strlen(arg), msg, sizeof(msg));
+    } else if (on) {
+        /* Of no effect when the server-wide switch is off: said then. */
+        spanprof_scope_on = 1;
     }
     return NULL;
 }
@@ -300,6 +306,9 @@ spanprof_complete(server_rec *s, int quiet)
     spanprof_server_conf *conf = spanprof_main_conf(s);
 
     if (!conf->completed) {
+        if (spanprof_scope_on) {
+            sp_config_note_scope_on(conf->config);
+        }
         sp_config_complete(conf->config, spanprof_getenv, NULL,
                            quiet ? spanprof_ignore_warning : spanprof_warn,
                            s);
@@ -1432,6 +1441,7 @@ static int
 spanprof_pre_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp)
 {
     spanprof_on_inside = 0;
+    spanprof_scope_on = 0;
     return OK;
 }
 

@@ -571,15 +571,19 @@ ngx_http_spanprof_enable(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     slcf->enable = on;
 
+    smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
+
     if (cf->cmd_type == NGX_HTTP_MAIN_CONF) {
         /* At http level it is the server-wide switch the startup line and
          * the exporter follow, so it overrides OTEL_SDK_DISABLED. */
-        smcf = ngx_http_conf_get_module_main_conf(cf,
-                                                  ngx_http_spanprof_module);
         (void) sp_config_set_directive(smcf->config, SP_SETTING_ENABLED,
                                        (char *) cmd->name.data,
                                        (char *) value[1].data, value[1].len,
                                        msg, sizeof(msg));
+
+    } else if (on) {
+        /* Of no effect when the server-wide switch is off: said then. */
+        sp_config_note_scope_on(smcf->config);
     }
 
     return NGX_CONF_OK;

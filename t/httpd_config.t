@@ -14,7 +14,7 @@ use Spanprof::Server qw(new_dir write_file httpd_conf httpd_test
 use Spanprof::Settings qw(settings);
 use Spanprof::ConfigChecks qw(check_loads check_directives
                               check_bad_environment check_clamp
-                              check_startup_line);
+                              check_switches check_startup_line);
 
 my $dir = new_dir();
 write_file("$dir/ca.pem", "-----BEGIN CERTIFICATE-----\n");
@@ -44,6 +44,11 @@ check_loads(\%httpd, $dir);
 check_directives(\%httpd, $dir, @settings);
 check_bad_environment(\%httpd, $dir, @settings);
 check_clamp(\%httpd, $dir, @settings);
+check_switches(\%httpd, $dir, sub {
+    my ($dir, $top) = @_;
+    httpd_conf($dir, extra => "$top\n<Location /traced>\n"
+                              . "    Spanprof On\n</Location>");
+}, @settings);
 check_startup_line(\%httpd, $dir, @settings);
 
 # --- where directives may appear

@@ -14,7 +14,7 @@ use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_test
 use Spanprof::Settings qw(settings);
 use Spanprof::ConfigChecks qw(check_loads check_directives
                               check_bad_environment check_clamp
-                              check_startup_line
+                              check_switches check_startup_line
                               startup_log);
 
 my $dir = new_dir();
@@ -45,6 +45,11 @@ check_loads(\%nginx, $dir);
 check_directives(\%nginx, $dir, @settings);
 check_bad_environment(\%nginx, $dir, @settings);
 check_clamp(\%nginx, $dir, @settings);
+check_switches(\%nginx, $dir, sub {
+    my ($dir, $top) = @_;
+    nginx_conf($dir, http => $top ? "    $top;" : '',
+               location => 'spanprof on; return 200;');
+}, @settings);
 check_startup_line(\%nginx, $dir, @settings);
 
 # --- "env NAME=value;" lines: nginx sets them only in the processes it

@@ -104,10 +104,22 @@ SP_API sp_status sp_config_set_directive(sp_config *c, sp_setting s,
     size_t msg_size);
 
 /*
+ * The adapter met the on switch ("spanprof on", "Spanprof On") in an inner
+ * scope (nginx: server, location; httpd: virtual host, directory
+ * sections). The server-wide switch decides whether any of it runs, so
+ * sp_config_complete warns when that switch is off and this "on" has no
+ * effect. Call it before sp_config_complete.
+ */
+SP_API void sp_config_note_scope_on(sp_config *c);
+
+/*
  * Reads the environment for every setting no directive set (an empty
  * variable counts as unset, as OpenTelemetry specifies), then checks the
  * settings against each other. Each problem goes to warn, once; the
- * setting keeps its default.
+ * setting keeps its default. So does a server-wide switch whose effect an
+ * operator could mistake: OTEL_SDK_DISABLED=true overridden by the on
+ * directive at the top level, and an inner scope's "on" that a top-level
+ * off (directive or OTEL_SDK_DISABLED) makes of no effect.
  */
 SP_API void sp_config_complete(sp_config *c, sp_env_lookup lookup,
     void *lookup_ctx, sp_config_warn warn, void *warn_ctx);

@@ -50,6 +50,7 @@ struct sp_config {
     sp_server server;
     sp_value  value[SP_SETTING_COUNT];
     sp_origin origin[SP_SETTING_COUNT];
+    bool      scope_on;    /* sp_config_note_scope_on */
 };
 
 #define SP_HOUR_MS 3600000
@@ -828,6 +829,59 @@ sp_apply_env(sp_config *c, sp_setting s, const char *name,
 }
 
 void
+sp_config_note_scope_on(sp_config *c)
+{
+    c->scope_on = true;
+}
+
+/*
+ * Which of the two server-wide switches wins, said when the operator set
+ * both ways or switched a scope on under a server that is off: the
+ * directive at the top level wins over OTEL_SDK_DISABLED (SPEC 1), and
+ * nothing runs at all under a top level that is off.
+ */
+static void
+sp_warn_switches(const sp_config *c, const char *disabled_env,
+                 sp_config_warn warn, void *warn_ctx)
+{
+    char        msg[SP_CONFIG_MESSAGE_SIZE];
+    bool        nginx = c->server == SP_SERVER_NGINX;
+    bool        env_off = false;
+    const char *name = nginx ? "spanprof" : "Spanprof";
+    const char *on = nginx ? "on" : "On";
+    const char *top = nginx ? "at http level"
+                            : "in the main server configuration";
+    const char *inner = nginx ? "in a server or location"
+                              : "in a virtual host or a directory section";
+
+    if (disabled_env != NULL) {
+        (void)sp_config_parse_flag(disabled_env, strlen(disabled_env),
+                                   &env_off);
+    }
+    if (c->origin[SP_SETTING_ENABLED] == SP_ORIGIN_DIRECTIVE) {
+        if (c->value[SP_SETTING_ENABLED].integer != 0 && env_off) {
+            snprintf(msg, sizeof(msg), "\"%s %s\" %s overrides the "
+                     "environment variable OTEL_SDK_DISABLED=true: "
+                     "spanprof is on (a directive wins over the "
+                     "environment)", name, on, top);
+            warn(warn_ctx, msg);
+        } else if (c->value[SP_SETTING_ENABLED].integer == 0 && c->scope_on) {
+            snprintf(msg, sizeof(msg), "\"%s %s\" %s has no effect: "
+                     "\"%s %s\" %s turns spanprof off for the whole "
+                     "server", name, on, inner, name, nginx ? "off" : "Off",
+                     top);
+            warn(warn_ctx, msg);
+        }
+    } else if (c->value[SP_SETTING_ENABLED].integer == 0 && c->scope_on) {
+        snprintf(msg, sizeof(msg), "\"%s %s\" %s has no effect: the "
+                 "environment variable OTEL_SDK_DISABLED=true turns "
+                 "spanprof off for the whole server (\"%s %s\" %s would "
+                 "win over it)", name, on, inner, name, on, top);
+        warn(warn_ctx, msg);
+    }
+}
+
+void
 sp_config_complete(sp_config *c, sp_env_lookup lookup, void *lookup_ctx,
                    sp_config_warn warn, void *warn_ctx)
 {
@@ -853,6 +907,9 @@ sp_config_complete(sp_config *c, sp_env_lookup lookup, void *lookup_ctx,
         }
         sp_apply_env(c, (sp_setting)i, name, value, warn, warn_ctx);
     }
+    sp_warn_switches(c, lookup(lookup_ctx,
+                               sp_settings[SP_SETTING_ENABLED].env),
+                     warn, warn_ctx);
 
     /* OpenTelemetry's batch span processor: a batch never exceeds the
      * queue it is taken from. */

@@ -328,6 +328,45 @@ probability_is_bounded_and_clamped(void **state)
 }
 
 static void
+switches_at_odds_say_which_wins(void **state)
+{
+    fake_env   off = { { { "OTEL_SDK_DISABLED", "TRUE" }, { NULL, NULL } } };
+    fake_env   none = { { { NULL } } };
+    warnings   w = { 0 };
+    char       msg[SP_CONFIG_MESSAGE_SIZE];
+    sp_config *c = sp_config_create(SP_SERVER_NGINX);
+
+    (void)state;
+    /* The directive at the top level wins over the variable, said once. */
+    assert_int_equal(directive(c, SP_SETTING_ENABLED, "on", msg), SP_OK);
+    complete_with(c, &off, &w);
+    assert_true(sp_config_flag(c, SP_SETTING_ENABLED));
+    assert_int_equal(w.count, 1);
+    assert_non_null(strstr(w.last, "\"spanprof on\" at http level "
+                                   "overrides"));
+    sp_config_destroy(c);
+
+    /* The variable turns the server off: an inner "on" does nothing. */
+    memset(&w, 0, sizeof(w));
+    c = sp_config_create(SP_SERVER_HTTPD);
+    sp_config_note_scope_on(c);
+    complete_with(c, &off, &w);
+    assert_false(sp_config_flag(c, SP_SETTING_ENABLED));
+    assert_int_equal(w.count, 1);
+    assert_non_null(strstr(w.last, "\"Spanprof On\" in a virtual host"));
+    assert_non_null(strstr(w.last, "has no effect"));
+    sp_config_destroy(c);
+
+    /* Nothing at odds: no warning. */
+    memset(&w, 0, sizeof(w));
+    c = sp_config_create(SP_SERVER_NGINX);
+    sp_config_note_scope_on(c);
+    complete_with(c, &none, &w);
+    assert_int_equal(w.count, 0);
+    sp_config_destroy(c);
+}
+
+static void
 probability_from_the_environment_is_clamped_with_a_warning(void **state)
 {
     fake_env env = { {
@@ -789,6 +828,7 @@ main(void)
         cmocka_unit_test(probability_is_bounded_and_clamped),
         cmocka_unit_test(
             probability_from_the_environment_is_clamped_with_a_warning),
+        cmocka_unit_test(switches_at_odds_say_which_wins),
         cmocka_unit_test(every_setting_accepts_its_forms_and_rejects_others),
         cmocka_unit_test(sampler_argument_is_a_ratio),
         cmocka_unit_test(

@@ -20,7 +20,8 @@ use Spanprof::Settings qw(settings);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(check_loads check_directives check_bad_environment
-                    check_clamp check_startup_line startup_log);
+                    check_clamp check_switches check_startup_line
+                    startup_log);
 
 my $SECRET = '(not shown: it holds secrets)';
 
@@ -112,6 +113,52 @@ sub check_clamp {
     ($rc, $out) = $d->{check}->($dir, $env => '0.5');
     like($out, qr/spanprof: value "0\.5" of environment variable \Q$env\E(?x)
          \s $tail/, "$env=0.5: clamped, said with the module's prefix");
+}
+
+# The two server-wide switches, the on/off directive at the top level and
+# OTEL_SDK_DISABLED, set both ways or under an inner scope's "on": one
+# warning says which wins. $inner->($dir, $top) writes a configuration
+# with the on directive in an inner scope, and $top (a directive line, or
+# '') at the top level.
+sub check_switches {
+    my ($d, $dir, $inner, @settings) = @_;
+    my ($row) = grep { $_->[0] eq 'OTEL_SDK_DISABLED' } @settings;
+    my $name = $row->[$d->{column}];
+    my %off = (OTEL_SDK_DISABLED => 'true');
+    my $wins = qr/spanprof: "\Q$name\E on" [^"]* overrides the environment/i;
+    $wins = qr/$wins variable OTEL_SDK_DISABLED=true: spanprof is on/;
+    my $no_effect = qr/spanprof: "\Q$name\E on" in [^"]+ has no effect:/i;
+
+    $d->{conf}->($dir, "$name on");
+    my ($rc, $out) = $d->{check}->($dir, %off);
+    is($rc, 0, "$name on with OTEL_SDK_DISABLED=true passes") or diag $out;
+    is(() = $out =~ /\[(?:spanprof:)?warn\][^\n]*$wins/g, 1,
+       '... one warning, that the directive wins') or diag $out;
+    my $log = startup_log($d, $dir, "$name on", %off);
+    like($log, qr/$wins/, '... at startup too');
+    like($log, qr/configuration: OTEL_SDK_DISABLED=false \(directive\)/,
+         '... and the directive does win');
+
+    $inner->($dir, '');
+    ($rc, $out) = $d->{check}->($dir, %off);
+    like($out, qr/$no_effect the environment variable OTEL_SDK_DISABLED=true/,
+         "$name on inside, OTEL_SDK_DISABLED=true: said to have no effect");
+    like($out, qr/OTEL_SDK_DISABLED=true turns spanprof off for the whole/,
+         '... saying why');
+
+    $inner->($dir, "$name off");
+    ($rc, $out) = $d->{check}->($dir);
+    like($out, qr/$no_effect "\Q$name\E off" [^"]* turns spanprof off/i,
+         "$name on inside, off at the top: said to have no effect");
+
+    for my $case ([ "$name on", 'false' ], [ '', '' ]) {
+        $inner->($dir, $case->[0]);
+        ($rc, $out) = $d->{check}->($dir,
+                                    OTEL_SDK_DISABLED => $case->[1]);
+        unlike($out, qr/$wins|$no_effect/,
+               "no warning where nothing is at odds ('$case->[0]', "
+               . "OTEL_SDK_DISABLED='$case->[1]')");
+    }
 }
 
 sub startup_log {
