@@ -986,14 +986,35 @@ sp_console_write(sp_exporter_loop *e, const sp_item *it)
 }
 
 /*
+ * A plaintext endpoint whose collector accepted the connection and closed
+ * it before any answer: what a TLS port does with the HTTP/2 preface it
+ * cannot read. gRPC says only "Socket closed", which sends operators
+ * looking at the network. Other causes look the same (a proxy, a
+ * collector restarting), hence "may".
+ */
+static bool
+sp_maybe_tls_port(const sp_otlp_client *client, const sp_otlp_result *r)
+{
+    return r->code == SP_GRPC_UNAVAILABLE && client != NULL
+           && !sp_otlp_client_endpoint(client)->tls
+           && (strstr(r->message, "Socket closed") != NULL
+               || strstr(r->message, "reset by peer") != NULL);
+}
+
+/*
  * What an operator can do about a status that is not retried: the data is
  * dropped, and the status alone does not say which setting to look at.
  */
 static const char *
-sp_failure_hint(sp_otlp_signal signal, const sp_otlp_result *r)
+sp_failure_hint(const sp_otlp_client *client, sp_otlp_signal signal,
+                const sp_otlp_result *r)
 {
     bool logs = signal == SP_OTLP_SIGNAL_LOGS;
 
+    if (sp_maybe_tls_port(client, r)) {
+        return "; the collector closed the connection at once: if its port "
+               "expects TLS, the endpoint must begin with https://";
+    }
     if (r->retryable) {
         return "";
     }
@@ -1053,7 +1074,8 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
         sp_otlp_result_format(e->sinks[it->signal].client, r, line,
                               sizeof(line));
         sp_log(e, SP_LOG_WARN, "export failed: %s%s", line,
-               sp_failure_hint(it->signal, r));
+               sp_failure_hint(e->sinks[it->signal].client, it->signal,
+                               r));
         lane->last_logged_code = r->code;
         lane->last_failure_log_ms = now;
     }

@@ -16,7 +16,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(top_dir free_port read_file write_file);
 
 use Exporter 'import';
-our @EXPORT_OK = qw(attribute);
+our @EXPORT_OK = qw(attribute self_signed);
 
 my %running;    # pid => 1, for the END block
 my $serial = 0;
@@ -30,6 +30,23 @@ sub unavailable {
             && -d "$recv/node_modules/\@opentelemetry/otlp-transformer"
             && -d "$recv/node_modules/pprof-format";
     return undef;
+}
+
+# A self-signed certificate for localhost, for tls => [...]: returns
+# ($cert_pem, $key_pem) in $dir, readable by the servers' workers, or ()
+# when openssl is missing or fails.
+sub self_signed {
+    my ($dir, $name) = @_;
+    $name //= 'collector';
+    return () if system('openssl version >/dev/null 2>&1');
+    my @files = ("$dir/$name.pem", "$dir/$name.key");
+    system("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
+           . " -nodes -days 2 -subj /CN=localhost -addext"
+           . " subjectAltName=DNS:localhost,IP:127.0.0.1"
+           . " -keyout $files[1] -out $files[0] >/dev/null 2>&1") == 0
+        or return ();
+    chmod 0644, @files;
+    return @files;
 }
 
 # Spanprof::Receiver->start(dir => $dir, %options). Options:
