@@ -6,8 +6,12 @@
 #   keeps flowing while the exporter runs, not only at its stop, and its
 #   memory stays bounded;
 # - http://[::1]:PORT (IPv6) and a trailing slash reach the receiver;
-# - a value the configuration refuses (no scheme, a path) is said, naming
-#   the variable, the value and what is allowed, and the default is used.
+# - host:port without a scheme: TLS, or plaintext with
+#   OTEL_EXPORTER_OTLP_INSECURE=true;
+# - http:// to a TLS port: the failure line hints at https://;
+# - a value the configuration refuses (no port without a scheme, a path)
+#   is said, naming the variable, the value and what is allowed, and the
+#   default is used.
 
 use strict;
 use warnings;
@@ -113,13 +117,16 @@ SKIP: {
     is($h->{counters}{exported}, 15, 'a trailing slash is ignored');
 }
 
-# The driver with %env until the exporter's log shows $pattern (a busy
-# machine may take seconds to start it), then stopped; its handle.
+# The driver with %env until $until (a pattern of the exporter's log, or
+# a sub) is true (a busy machine may take seconds to start the exporter),
+# then stopped; its handle.
 sub drive_until {
-    my ($pattern, %env) = @_;
+    my ($until, %env) = @_;
     my $h = start_drive(dir => $dir, driver => $driver, env => \%env,
                         args => [qw(--samples 1 --spans 1 --hold-ms 60000)]);
-    wait_until(sub { read_file($h->{log}) =~ $pattern }, 60);
+    my $cond = ref $until eq 'CODE' ? $until
+             : sub { read_file($h->{log}) =~ $until };
+    wait_until($cond, 60);
     kill 'TERM', $h->{pid};
     return finish_drive($h);
 }
@@ -151,15 +158,41 @@ SKIP: {
     }
 }
 
+# host:port without a scheme, as gRPC clients take it (OpenTelemetry's
+# OTLP exporter specification): TLS, unless OTEL_EXPORTER_OTLP_INSECURE.
+SKIP: {
+    my @cert = Spanprof::Receiver::self_signed($dir, 'scheme-less');
+    skip 'openssl cannot make a certificate', 4 unless @cert;
+    for my $case ([ 'TLS by default', 'https',
+                    Spanprof::Receiver->start(dir => $dir, tls => \@cert),
+                    OTEL_EXPORTER_OTLP_CERTIFICATE => $cert[0] ],
+                  [ 'plaintext with OTEL_EXPORTER_OTLP_INSECURE=true', 'http',
+                    Spanprof::Receiver->start(dir => $dir),
+                    OTEL_EXPORTER_OTLP_INSECURE => 'true' ])
+    {
+        my ($what, $scheme, $rcv, %env) = @$case;
+        my $value = '127.0.0.1:' . $rcv->port;
+        my $h = drive_until(sub { signals($rcv, 'traces')
+                                  && signals($rcv, 'logs') },
+                            %FAST, %env, OTEL_EXPORTER_OTLP_ENDPOINT => $value);
+        like($h->{stderr}, qr/started for .* logs otlp $scheme:\/\/\Q$value\E,/,
+             "\"$value\": $what, as the startup line says");
+        ok(signals($rcv, 'traces') && signals($rcv, 'logs'),
+           "\"$value\": both signals arrive") or diag $h->{stderr};
+    }
+}
+
 # Forms the configuration refuses: said, and the default used.
-for my $value ('collector:4317', 'http://collector:4317/v1/traces',
+for my $value ('collector', 'http://collector:4317/v1/traces',
                'grpc://collector:4317')
 {
     my $h = drive_until(qr/started for/,
                         %FAST, OTEL_EXPORTER_OTLP_ENDPOINT => $value);
     like($h->{stderr}, qr/invalid value "\Q$value\E" in environment(?x)
          \s variable \s OTEL_EXPORTER_OTLP_ENDPOINT, \s allowed: .*
-         "http:\/\/host:port" \s or \s "https:\/\/host:port"; \s using \s
+         "https:\/\/host\[:port\]" \s \(TLS\) \s or \s "host:port"
+         \s \(TLS \s unless \s OTEL_EXPORTER_OTLP_INSECURE \s is \s true\);
+         \s using \s
          the \s default/, "\"$value\": said, with what is allowed");
     like($h->{stderr}, qr/started for .* logs otlp http:\/\/localhost:4317,/,
          "\"$value\": the default endpoint is used");

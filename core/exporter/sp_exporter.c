@@ -1634,13 +1634,18 @@ sp_sink_create(sp_exporter_loop *e, sp_otlp_signal signal, sp_setting exporter,
     cc.endpoint = sp_config_text(c, endpoint);
     cc.headers = sp_config_text(c, SP_SETTING_OTLP_HEADERS);
     cc.certificate = sp_config_text(c, SP_SETTING_OTLP_CERTIFICATE);
+    cc.insecure = sp_config_flag(c, SP_SETTING_OTLP_INSECURE);
     cc.timeout_ms = e->timeout_ms;
     if (other->client != NULL && cc.endpoint != NULL
-        && sp_otlp_endpoint_parse(cc.endpoint, &ep) == SP_OK
-        && sp_otlp_endpoint_equal(&ep, sp_otlp_client_endpoint(other->client)))
+        && sp_otlp_endpoint_parse(cc.endpoint, &ep) == SP_OK)
     {
-        k->client = sp_otlp_client_share(other->client);
-        return SP_OK;
+        sp_otlp_endpoint_insecure(&ep, cc.insecure);
+        if (sp_otlp_endpoint_equal(&ep,
+                                   sp_otlp_client_endpoint(other->client)))
+        {
+            k->client = sp_otlp_client_share(other->client);
+            return SP_OK;
+        }
     }
     return sp_otlp_client_create(&cc, &k->client, err, err_size);
 }

@@ -78,7 +78,7 @@ sp_otlp_endpoint_parse(const char *s, sp_otlp_endpoint *out)
 {
     size_t   len, i, host_start, host_len;
     uint32_t port = SP_OTLP_DEFAULT_PORT;
-    bool     tls;
+    bool     tls, scheme = true;
 
     if (s == NULL) {
         return SP_ERR_INVALID;
@@ -91,7 +91,9 @@ sp_otlp_endpoint_parse(const char *s, sp_otlp_endpoint *out)
         i = 8;
         tls = true;
     } else {
-        return SP_ERR_INVALID;
+        i = 0;
+        tls = true;
+        scheme = false;
     }
     if (len > i && s[len - 1] == '/') {
         len--;
@@ -123,6 +125,9 @@ sp_otlp_endpoint_parse(const char *s, sp_otlp_endpoint *out)
         }
     }
     host_len = i - host_start;
+    if (i == len && !scheme) {
+        return SP_ERR_INVALID;
+    }
     if (i < len) {
         if (s[i] != ':' || ++i == len) {
             return SP_ERR_INVALID;
@@ -145,10 +150,19 @@ sp_otlp_endpoint_parse(const char *s, sp_otlp_endpoint *out)
         return SP_ERR_TOO_LONG;
     }
     out->tls = tls;
+    out->scheme = scheme;
     memcpy(out->host, s + host_start, host_len);
     out->host[host_len] = '\0';
     out->port = (uint16_t)port;
     return SP_OK;
+}
+
+void
+sp_otlp_endpoint_insecure(sp_otlp_endpoint *e, bool insecure)
+{
+    if (!e->scheme) {
+        e->tls = !insecure;
+    }
 }
 
 bool
@@ -410,11 +424,12 @@ sp_otlp_client_create(const sp_otlp_client_config *cfg, sp_otlp_client **out,
     rc = sp_otlp_endpoint_parse(endpoint, &c->endpoint);
     if (rc != SP_OK) {
         sp_set_err(err, err_size, "the endpoint \"%s\" is not "
-                   "\"http://host:port\" or \"https://host:port\"",
-                   endpoint);
+                   "\"http://host:port\", \"https://host:port\" or "
+                   "\"host:port\"", endpoint);
         free(c);
         return rc;
     }
+    sp_otlp_endpoint_insecure(&c->endpoint, cfg->insecure);
     snprintf(c->url, sizeof(c->url), "%s://%s:%u",
              c->endpoint.tls ? "https" : "http", c->endpoint.host,
              (unsigned)c->endpoint.port);

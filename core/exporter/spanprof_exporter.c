@@ -160,6 +160,29 @@ sp_env_u64(const char *name, uint64_t dflt)
     return n;
 }
 
+/*
+ * An endpoint as the client reaches it: "host:port" was written without a
+ * scheme, and whether it is TLS depends on OTEL_EXPORTER_OTLP_INSECURE,
+ * which the operator should not have to work out.
+ */
+static const char *
+sp_endpoint_shown(const sp_config *c, sp_setting s, char *buf, size_t size)
+{
+    const char      *text = sp_config_text(c, s);
+    sp_otlp_endpoint ep;
+
+    if (text == NULL || sp_otlp_endpoint_parse(text, &ep) != SP_OK
+        || ep.scheme)
+    {
+        return text;
+    }
+    sp_otlp_endpoint_insecure(&ep, sp_config_flag(c,
+                                                  SP_SETTING_OTLP_INSECURE));
+    snprintf(buf, size, "%s://%s:%u", ep.tls ? "https" : "http", ep.host,
+             (unsigned)ep.port);
+    return buf;
+}
+
 static const char *
 sp_exporter_word(const sp_config *c, sp_setting s)
 {
@@ -182,7 +205,9 @@ main(int argc, char **argv)
     sp_shm              shm;
     sp_region          *region = NULL;
     struct sigaction    sa;
-    char                err[512], msg[600];
+    char                err[512], msg[900];
+    char                logs_url[SP_OTLP_HOST_MAX + 16];
+    char                traces_url[SP_OTLP_HOST_MAX + 16];
     int                 fd;
     sp_status           st;
 
@@ -257,9 +282,11 @@ main(int argc, char **argv)
              server != NULL ? server : "?",
              o.server_version != NULL ? o.server_version : "",
              sp_exporter_word(c, SP_SETTING_LOGS_EXPORTER),
-             sp_config_text(c, SP_SETTING_PROFILER_LOGS_ENDPOINT),
+             sp_endpoint_shown(c, SP_SETTING_PROFILER_LOGS_ENDPOINT,
+                               logs_url, sizeof(logs_url)),
              sp_exporter_word(c, SP_SETTING_TRACES_EXPORTER),
-             sp_config_text(c, SP_SETTING_OTLP_TRACES_ENDPOINT),
+             sp_endpoint_shown(c, SP_SETTING_OTLP_TRACES_ENDPOINT,
+                               traces_url, sizeof(traces_url)),
              sp_region_slot_count(region),
              o.text_format ? ", text profiling format" : "");
     sp_say(SP_LOG_INFO, msg);

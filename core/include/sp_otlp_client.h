@@ -60,16 +60,24 @@
 #define SP_OTLP_HOST_MAX 255
 
 /*
- * An endpoint as configured: http[s]://host[:port][/], the grammar the
- * configuration accepts (sp_config.h). The scheme is case-insensitive;
- * host is a name, an IPv4 address or a [IPv6] literal (kept with its
- * brackets); the port defaults to 4317 for both schemes.
+ * An endpoint as configured: http[s]://host[:port][/] or host:port[/], the
+ * grammar the configuration accepts (sp_config.h). The scheme is
+ * case-insensitive; host is a name, an IPv4 address or a [IPv6] literal
+ * (kept with its brackets); the port defaults to 4317 for both schemes.
+ * Without a scheme the endpoint is TLS, as OpenTelemetry's "insecure"
+ * option defaults to false; sp_otlp_endpoint_insecure turns it to
+ * plaintext.
  */
 typedef struct sp_otlp_endpoint {
     bool     tls;
+    bool     scheme;    /* written with http:// or https:// */
     char     host[SP_OTLP_HOST_MAX + 1];
     uint16_t port;
 } sp_otlp_endpoint;
+
+/* OTEL_EXPORTER_OTLP_INSECURE: plaintext for an endpoint without a
+ * scheme; a scheme wins over it. */
+SP_API void sp_otlp_endpoint_insecure(sp_otlp_endpoint *e, bool insecure);
 
 /* SP_ERR_INVALID for anything else, SP_ERR_TOO_LONG for a longer host. */
 SP_API sp_status sp_otlp_endpoint_parse(const char *s,
@@ -145,6 +153,7 @@ typedef struct sp_otlp_client_config {
     const char *headers;      /* OTEL_EXPORTER_OTLP_HEADERS, or NULL */
     const char *certificate;  /* PEM file for https://, NULL: system roots;
                                  ignored for http:// */
+    bool        insecure;     /* OTEL_EXPORTER_OTLP_INSECURE */
     uint64_t    timeout_ms;   /* per call; 0: SP_OTLP_DEFAULT_TIMEOUT_MS */
     uint64_t    reconnect_ms; /* 0: SP_OTLP_DEFAULT_RECONNECT_MS */
 } sp_otlp_client_config;

@@ -55,6 +55,11 @@ struct sp_config {
 
 #define SP_HOUR_MS 3600000
 
+#define SP_ENDPOINT_ALLOWED \
+    "an OTLP/gRPC endpoint \"http://host[:port]\" (plaintext), " \
+    "\"https://host[:port]\" (TLS) or \"host:port\" (TLS unless " \
+    "OTEL_EXPORTER_OTLP_INSECURE is true)"
+
 static const sp_setting_desc sp_settings[SP_SETTING_COUNT] = {
     [SP_SETTING_ENABLED] = {
         "OTEL_SDK_DISABLED", NULL, SP_KIND_FLAG, 0, 0,
@@ -83,16 +88,13 @@ static const sp_setting_desc sp_settings[SP_SETTING_COUNT] = {
         "or with the suffix \"ms\" or \"s\")", false, false },
     [SP_SETTING_PROFILER_LOGS_ENDPOINT] = {
         "SPLUNK_PROFILER_LOGS_ENDPOINT", NULL, SP_KIND_ENDPOINT, 0, 0,
-        "an OTLP/gRPC endpoint \"http://host:port\" or "
-        "\"https://host:port\"", false, false },
+        SP_ENDPOINT_ALLOWED, false, false },
     [SP_SETTING_OTLP_ENDPOINT] = {
         "OTEL_EXPORTER_OTLP_ENDPOINT", NULL, SP_KIND_ENDPOINT, 0, 0,
-        "an OTLP/gRPC endpoint \"http://host:port\" or "
-        "\"https://host:port\"", false, false },
+        SP_ENDPOINT_ALLOWED, false, false },
     [SP_SETTING_OTLP_TRACES_ENDPOINT] = {
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", NULL, SP_KIND_ENDPOINT, 0, 0,
-        "an OTLP/gRPC endpoint \"http://host:port\" or "
-        "\"https://host:port\"", false, false },
+        SP_ENDPOINT_ALLOWED, false, false },
     [SP_SETTING_OTLP_HEADERS] = {
         "OTEL_EXPORTER_OTLP_HEADERS", NULL, SP_KIND_KVLIST, 0, 0,
         "a list \"key=value,key2=value2\" with percent-encoded values",
@@ -106,6 +108,9 @@ static const sp_setting_desc sp_settings[SP_SETTING_COUNT] = {
         "OTEL_EXPORTER_OTLP_CERTIFICATE", NULL, SP_KIND_PATH, 0, 0,
         "the path of a readable PEM file of certificates "
         "(\"-----BEGIN CERTIFICATE-----\")", false, false },
+    [SP_SETTING_OTLP_INSECURE] = {
+        "OTEL_EXPORTER_OTLP_INSECURE", NULL, SP_KIND_FLAG, 0, 0,
+        "\"on\" or \"off\" (\"true\" or \"false\")", false, false },
     [SP_SETTING_SERVICE_NAME] = {
         "OTEL_SERVICE_NAME", NULL, SP_KIND_TEXT, 0, 0,
         "a non-empty name", false, false },
@@ -365,19 +370,26 @@ sp_pem_file(const char *path)
     return true;
 }
 
-/* http[s]://host[:port][/] with host a name, an IPv4 or a [IPv6] literal. */
+/*
+ * http[s]://host[:port][/], or host:port[/] without a scheme (OpenTelemetry
+ * lets a gRPC endpoint take the client's own "host:port" form), with host
+ * a name, an IPv4 or a [IPv6] literal. Without a scheme the port is
+ * required: a bare word is more likely a mistake than a collector.
+ */
 static bool
 sp_valid_endpoint(const char *s, size_t len)
 {
     size_t   i, host_start;
     uint64_t port;
+    bool     scheme = true;
 
     if (len > 7 && strncasecmp(s, "http://", 7) == 0) {
         i = 7;
     } else if (len > 8 && strncasecmp(s, "https://", 8) == 0) {
         i = 8;
     } else {
-        return false;
+        i = 0;
+        scheme = false;
     }
     if (len > i && s[len - 1] == '/') {
         len--;
@@ -416,7 +428,7 @@ sp_valid_endpoint(const char *s, size_t len)
         }
     }
     if (i == len) {
-        return true;
+        return scheme;
     }
     if (s[i] != ':') {
         return false;

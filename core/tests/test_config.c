@@ -495,10 +495,12 @@ endpoints_are_grpc_urls_and_fall_back_to_the_otlp_endpoint(void **state)
 {
     static const char *good[] = {
         "http://collector:4317", "https://ingest.example.com",
-        "HTTPS://10.0.0.1:443/", "http://[::1]:4317", "http://a_b.local:1",
+        "HTTPS://10.0.0.1:443/", "http://[::1]:4317", "collector:4317",
+        "[::1]:4317/", "http://a_b.local:1",
     };
     static const char *bad[] = {
-        "collector:4317", "grpc://collector:4317", "http://", "http://:4317",
+        "collector", "grpc://collector:4317", "http://", "http://:4317",
+        ":4317", "collector:", "http:4317x",
         "http://host:0", "http://host:65536", "http://host:43x7",
         "http://host:4317/v1/logs", "http://ho st:1", "http://[::1",
         "http://[]:1",

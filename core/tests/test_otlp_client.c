@@ -47,6 +47,22 @@ endpoint_scheme_selects_tls(void **state)
     assert_false(e.tls);
     assert_string_equal(e.host, "10.0.0.7");
     assert_int_equal(e.port, 65535);
+
+    /* Without a scheme: TLS, unless OTEL_EXPORTER_OTLP_INSECURE; a scheme
+     * wins over that setting. */
+    e = parsed("collector:4317");
+    assert_true(e.tls);
+    assert_false(e.scheme);
+    assert_string_equal(e.host, "collector");
+    assert_int_equal(e.port, 4317);
+    sp_otlp_endpoint_insecure(&e, true);
+    assert_false(e.tls);
+    e = parsed("https://collector:4317");
+    sp_otlp_endpoint_insecure(&e, true);
+    assert_true(e.tls);
+    e = parsed("http://collector:4317");
+    sp_otlp_endpoint_insecure(&e, false);
+    assert_false(e.tls);
 }
 
 static void
@@ -94,7 +110,7 @@ static void
 endpoint_rejects_what_is_not_one(void **state)
 {
     static const char *const bad[] = {
-        "", "collector:4317", "grpc://collector:4317", "http://",
+        "", "collector", ":4317", "grpc://collector:4317", "http://",
         "https://", "http:/collector", "http://:4317", "http://x:",
         "http://x:0", "http://x:65536", "http://x:99999999999999999999",
         "http://x:12a", "http://x:-1", "http://x/v1/logs", "http://us er",
@@ -140,7 +156,8 @@ endpoint_grammar_is_the_configurations(void **state)
         "http://[::1]:4317", "http://[::1]", "http://10.1.2.3:8080",
         "http://a_b-c.d:9", "http://x:0", "http://x:65536", "http://x:",
         "http://", "ftp://x:1", "http://x/y", "http://[]", "http://x:1//",
-        "collector:4317", "http://x y", "https://[fe80::1%25lo]:4317/",
+        "collector:4317", "collector", "[::1]:1/", ":1", "x:1:2",
+        "http://x y", "https://[fe80::1%25lo]:4317/",
         "http://[::ffff:10.1.2.3]:1", "http://[1::2::3]:1", "http://[:[:]:1",
         "http://[::1%]:1", "http://[1.2.3.4]:1"
     };
