@@ -312,6 +312,18 @@ spanprof_complete(server_rec *s, int quiet)
         sp_config_complete(conf->config, spanprof_getenv, NULL,
                            quiet ? spanprof_ignore_warning : spanprof_warn,
                            s);
+        /* The exporter runs as User/Group without supplementary groups
+         * (spanprof_exporter_spawn). */
+        if (!quiet && geteuid() == 0
+            && ap_unixd_config.user_id != (uid_t) -1
+            && sp_config_flag(conf->config, SP_SETTING_ENABLED))
+        {
+            sp_config_check_exporter_user(conf->config,
+                                          (uint32_t) ap_unixd_config.user_id,
+                                          (uint32_t) ap_unixd_config.group_id,
+                                          ap_unixd_config.user_name, 0,
+                                          spanprof_warn, s);
+        }
         conf->completed = 1;
     }
 }

@@ -693,7 +693,23 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
     smcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_spanprof_module);
 
-    if (smcf == NULL || ngx_test_config) {
+    if (smcf == NULL) {
+        return NGX_OK;
+    }
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    /* The exporter runs as "user" with its groups (the manager process it
+     * is started from does): known only now, after every directive. */
+    if (smcf->enabled && geteuid() == 0
+        && ccf->user != (ngx_uid_t) NGX_CONF_UNSET_UINT)
+    {
+        sp_config_check_exporter_user(smcf->config, (uint32_t) ccf->user,
+                                      (uint32_t) ccf->group, ccf->username,
+                                      1, ngx_http_spanprof_warn, cycle->log);
+    }
+
+    if (ngx_test_config) {
         return NGX_OK;
     }
 
@@ -702,7 +718,6 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
      * across reloads (the module's statics survive them), so workers of
      * the old and the new generation write into the same memory.
      */
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
     slots = 2 * (ngx_uint_t) ccf->worker_processes
             + NGX_HTTP_SPANPROF_SLOTS_SPARE;
 

@@ -10,6 +10,8 @@
 #   collector's certificate does not verify;
 # - the same file in the directive: the configuration test fails, naming
 #   the directive (nginx and apache2);
+# - a file only root may read (the exporter runs as the workers' user):
+#   the configuration test and the start say that user cannot read it;
 # - a PEM certificate that did not sign the collector's: the handshake
 #   fails, said once per signal, the exporter runs on.
 
@@ -105,6 +107,47 @@ like($out, qr/invalid value "\Q$dir\E\/collector\.key" in(?x)
      \s "SpanprofOtlpCertificate" \s directive, \s allowed: \s the \s path
      \s of \s a \s readable \s PEM \s file \s of \s certificates/,
      '... naming the directive, the value and what is allowed');
+
+# A certificate only root may read: the master (root) can, the exporter
+# (the workers' user) cannot. The configuration test and the start say so,
+# naming that user, from the variable or a directive; the exporter then
+# uses the system trust store without a warning of its own that blamed
+# the value.
+SKIP: {
+    skip 'the servers run as root only when the test does', 8 if $> != 0;
+    my $private = "$dir/root-only.pem";
+    system('cp', "$dir/collector.pem", $private) == 0 or die 'cp';
+    chmod 0600, $private;
+    my $unreadable = qr/\[(?:spanprof:)?warn\].* spanprof: the certificate(?x)
+        \s file \s "\Q$private\E" \s \((environment \s variable|directive)
+        \s OTEL_EXPORTER_OTLP_CERTIFICATE\) \s cannot \s be \s read \s by
+        \s user \s nobody, \s uid \s \d+, \s which \s the \s exporter \s
+        runs \s as: \s Permission \s denied; \s the \s exporter \s uses
+        \s the \s system \s trust \s store/;
+
+    nginx_conf($check);
+    ($rc, $out) = nginx_test($check, OTEL_EXPORTER_OTLP_CERTIFICATE => $private);
+    is($rc, 0, 'a root-only file in the variable: nginx -t passes');
+    like($out, $unreadable, '... saying the exporter\'s user cannot read it')
+        or diag $out;
+    nginx_conf($check, http => "spanprof_otlp_certificate $private;");
+    ($rc, $out) = nginx_test($check);
+    like($out, $unreadable, '... in spanprof_otlp_certificate too')
+        or diag $out;
+    httpd_conf($check, extra => "SpanprofOtlpCertificate $private");
+    ($rc, $out) = httpd_test($check);
+    is($rc, 0, 'a root-only file in SpanprofOtlpCertificate: apache2 -t '
+       . 'passes');
+    like($out, $unreadable, '... saying the exporter\'s user cannot read it')
+        or diag $out;
+
+    $log = run_nginx(OTEL_EXPORTER_OTLP_CERTIFICATE => $private);
+    is(() = $log =~ /$unreadable/g, 1, 'at startup: said once');
+    like($log, qr/configuration: .*OTEL_EXPORTER_OTLP_CERTIFICATE=\(none\)/,
+         '... the startup line shows the system trust store in use');
+    unlike($log, qr/invalid value "\Q$private\E"/,
+           '... and the exporter does not call the value invalid');
+}
 
 # A certificate that did not sign the collector's.
 $log = run_nginx(OTEL_EXPORTER_OTLP_CERTIFICATE => "$dir/other.pem");

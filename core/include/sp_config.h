@@ -197,6 +197,24 @@ SP_API bool sp_config_pem_text(const char *text, size_t len);
  */
 SP_API sp_status sp_config_pem_read(const char *path, char **out);
 
+/*
+ * The exporter runs as the workers' user, not as the root master that
+ * checked the configuration: a certificate file only root may read passed
+ * that check and failed in the exporter with a message that blamed the
+ * value. Called by a master running as root with the ids the exporter
+ * gets (user: its name, for the message; groups: whether it also gets
+ * that user's supplementary groups, as nginx's processes do), this
+ * opens the OTLP certificate as that user in a short-lived child. When it
+ * cannot, warn says so, naming the user, and the setting is dropped: the
+ * exporter uses the system trust store, as it would anyway, without a
+ * second, misleading warning. Warns, from a directive too: whether that
+ * user can read the file is not a property of the value, and httpd's
+ * configuration test cannot fail after the directives are read.
+ */
+SP_API void sp_config_check_exporter_user(sp_config *c, uint32_t uid,
+    uint32_t gid, const char *user, bool groups, sp_config_warn warn,
+    void *warn_ctx);
+
 /* The primary environment variable of s, and its alias or NULL. */
 SP_API const char *sp_setting_env_name(sp_setting s);
 SP_API const char *sp_setting_env_alias(sp_setting s);

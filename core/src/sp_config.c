@@ -6,11 +6,14 @@
 #include "sp_text.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef enum sp_kind {
@@ -937,6 +940,68 @@ sp_config_complete(sp_config *c, sp_env_lookup lookup, void *lookup_ctx,
         warn(warn_ctx, msg);
         c->value[SP_SETTING_BSP_MAX_EXPORT_BATCH_SIZE].integer = queue;
     }
+}
+
+/* 0 when the user can open path for reading, else the errno it got. */
+static int
+sp_open_errno_as(const char *path, uint32_t uid, uint32_t gid,
+                 const char *user, bool groups)
+{
+    pid_t pid = fork();
+    int   status, fd;
+
+    if (pid < 0) {
+        return 0;   /* cannot tell: say nothing */
+    }
+    if (pid == 0) {
+        if ((groups && user != NULL ? initgroups(user, (gid_t)gid)
+                                    : setgroups(0, NULL)) != 0
+            || setgid((gid_t)gid) != 0 || setuid((uid_t)uid) != 0)
+        {
+            _exit(0);
+        }
+        fd = open(path, O_RDONLY);
+        _exit(fd >= 0 ? 0 : errno > 0 && errno < 256 ? errno : EACCES);
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            return 0;
+        }
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+}
+
+void
+sp_config_check_exporter_user(sp_config *c, uint32_t uid, uint32_t gid,
+                              const char *user, bool groups,
+                              sp_config_warn warn, void *warn_ctx)
+{
+    char        msg[SP_CONFIG_MESSAGE_SIZE], quoted[4 * 64 + 8];
+    sp_value   *v = &c->value[SP_SETTING_OTLP_CERTIFICATE];
+    const char *source;
+    int         err;
+
+    if (v->text == NULL || (uid_t)uid == geteuid()) {
+        return;
+    }
+    err = sp_open_errno_as(v->text, uid, gid, user, groups);
+    if (err == 0) {
+        return;
+    }
+    source = c->origin[SP_SETTING_OTLP_CERTIFICATE] == SP_ORIGIN_DIRECTIVE
+             ? "directive" : "environment variable";
+    sp_quote(quoted, sizeof(quoted), v->text, strlen(v->text));
+    snprintf(msg, sizeof(msg), "the certificate file %s (%s "
+             "OTEL_EXPORTER_OTLP_CERTIFICATE) cannot be read by %s%s%s"
+             "uid %lu, which the exporter runs as: %s; the exporter uses "
+             "the system trust store (a CA certificate is no secret: let "
+             "that user read it)", quoted, source,
+             user != NULL ? "user " : "", user != NULL ? user : "",
+             user != NULL ? ", " : "", (unsigned long)uid, strerror(err));
+    warn(warn_ctx, msg);
+    free(v->text);
+    v->text = NULL;
+    c->origin[SP_SETTING_OTLP_CERTIFICATE] = SP_ORIGIN_DEFAULT;
 }
 
 sp_origin
