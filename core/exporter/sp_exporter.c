@@ -1504,6 +1504,8 @@ sp_exporter_claim(sp_exporter_loop *e)
 
     while (!atomic_load(&e->stop)) {
         if (sp_region_claim_reader(e->o.region, e->pid) == SP_OK) {
+            /* The objects the workers told went to the reader before. */
+            sp_region_want_objects(e->o.region);
             if (waited) {
                 sp_log(e, SP_LOG_INFO, "previous exporter gone: reading");
             }
@@ -1579,6 +1581,9 @@ sp_exporter_run(sp_exporter_loop *e)
     e->next_rescan_ms = 0;
     for (pass = 0; pass < 64 && sp_exporter_step(e) > 0; pass++) {
     }
+    /* What is written from here on is the next reader's, which does not
+     * know the objects this one read: the workers tell them again. */
+    sp_region_want_objects(e->o.region);
     sp_exporter_flush(e);
     pthread_mutex_lock(&e->lock);
     e->deadline_ms = end;

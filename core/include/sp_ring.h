@@ -178,6 +178,17 @@ SP_API void sp_region_release_reader(sp_region *region, uint32_t pid);
 SP_API void sp_region_want_reader(sp_region *region, uint32_t pid);
 SP_API bool sp_region_reader_wanted(const sp_region *region, uint32_t pid);
 
+/*
+ * A worker tells its table of loaded objects (sp_objects.h) once, as a
+ * record in its ring, and the reader that consumes it is the only one
+ * that knows it. A new reader (an exporter replaced on reload, or
+ * respawned) asks every writer to tell it again: when it takes the
+ * region, and the one leaving when it has read its last record, so that
+ * what the next one reads from there on comes after a table. Writers
+ * compare sp_ring_objects_wanted with the value they last answered.
+ */
+SP_API void sp_region_want_objects(sp_region *region);
+
 /* Whether a live process owns a slot: a writer that may still write. Reads
  * /proc for each owned slot. */
 SP_API bool sp_region_writers_alive(const sp_region *region);
@@ -202,6 +213,9 @@ SP_API size_t sp_region_ring_bytes(const sp_region *region);
 /*
  * ---- writers (async-signal-safe)
  */
+
+/* The count sp_region_want_objects grows. */
+SP_API uint64_t sp_ring_objects_wanted(const sp_ring *r);
 
 /*
  * Reserves room for a body of len bytes of a record of type (an

@@ -118,39 +118,34 @@ sp_objects_change_count(void)
     return scan.changes;
 }
 
-sp_status
-sp_objects_publish(sp_ring *ring, uint32_t pid, uint32_t generation)
+void *
+sp_objects_build(uint32_t pid, uint32_t generation, size_t *len)
 {
     sp_object_scan *scan;
-    sp_ring_token   tok;
     ssize_t         n;
     size_t          size;
-    void           *dst;
-    sp_status       st = SP_OK;
+    void           *body = NULL;
 
     scan = calloc(1, sizeof(*scan));
     if (scan == NULL) {
-        return SP_ERR_NOMEM;
+        return NULL;
     }
     scan->objects = calloc(SP_OBJECTS_MAX, sizeof(sp_object));
     if (scan->objects == NULL) {
         free(scan);
-        return SP_ERR_NOMEM;
+        return NULL;
     }
     n = readlink("/proc/self/exe", scan->exe, sizeof(scan->exe) - 1);
     scan->exe[n > 0 ? n : 0] = '\0';
     dl_iterate_phdr(sp_object_visit, scan);
 
     size = sp_objects_size(scan->objects, scan->count);
-    dst = sp_ring_reserve(ring, SP_RECORD_OBJECTS, size, &tok);
-    if (dst == NULL) {
-        st = SP_ERR_NOMEM;
-    } else {
-        sp_ring_commit(ring, &tok,
-                       sp_objects_encode(dst, pid, generation, scan->objects,
-                                         scan->count));
+    body = malloc(size);
+    if (body != NULL) {
+        *len = sp_objects_encode(body, pid, generation, scan->objects,
+                                 scan->count);
     }
     free(scan->objects);
     free(scan);
-    return st;
+    return body;
 }

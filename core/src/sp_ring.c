@@ -12,6 +12,9 @@
  *         32  u32  check           FNV-1a of bytes 0..32
  *         40  u64  claims          atomic: successful claims so far
  *         64  u64  reader          atomic: the exporter's pid | start << 32
+ *         72  u64  reader_wanted   atomic: a reader that waits for it
+ *         80  u64  objects_wanted  atomic: grows when a reader asks every
+ *                                  writer for its objects table again
  *   128  slot i at 128 + i * (192 + ring_bytes):
  *          0  u64  owner           atomic: pid | start << 32, 0 when free
  *         64  u64  head            atomic: producer position
@@ -115,7 +118,8 @@ typedef struct sp_region_hdr {
     unsigned char    pad0[16];
     _Atomic uint64_t reader;
     _Atomic uint64_t reader_wanted;     /* a reader that waits for it */
-    unsigned char    pad1[48];
+    _Atomic uint64_t objects_wanted;
+    unsigned char    pad1[40];
 } sp_region_hdr;
 
 typedef struct sp_slot {
@@ -136,12 +140,15 @@ _Static_assert(sizeof(sp_region_hdr) == SP_REGION_HEAD, "region header");
 _Static_assert(offsetof(sp_region_hdr, check) == 32, "region header");
 _Static_assert(offsetof(sp_region_hdr, claims) == 40, "region header");
 _Static_assert(offsetof(sp_region_hdr, reader) == 64, "region header");
+_Static_assert(offsetof(sp_region_hdr, objects_wanted) == 80,
+               "region header");
 _Static_assert(sizeof(sp_slot) == SP_SLOT_HEAD, "slot header");
 _Static_assert(offsetof(sp_slot, head) == 64, "slot header");
 _Static_assert(offsetof(sp_slot, tail) == 128, "slot header");
 
 /* Process-local: sizes here were checked at attach and never reread. */
 struct sp_ring {
+    sp_region_hdr *hdr;
     sp_slot       *slot;
     unsigned char *data;
     uint64_t       size;
@@ -379,6 +386,7 @@ sp_region_attach(void *mem, size_t size, sp_region **out)
     for (i = 0; i < h.slots; i++) {
         slot = (unsigned char *)mem + SP_REGION_HEAD
                + (size_t)i * (SP_SLOT_HEAD + h.ring_bytes);
+        region->rings[i].hdr = mem;
         region->rings[i].slot = (sp_slot *)(void *)slot;
         region->rings[i].data = slot + SP_SLOT_HEAD;
         region->rings[i].size = h.ring_bytes;
@@ -580,7 +588,21 @@ sp_region_release_reader(sp_region *region, uint32_t pid)
     }
 }
 
+void
+sp_region_want_objects(sp_region *region)
+{
+    atomic_fetch_add_explicit(&region->hdr->objects_wanted, 1,
+                              memory_order_release);
+}
+
 /* ---- writers: async-signal-safe from here to sp_ring_write */
+
+uint64_t
+sp_ring_objects_wanted(const sp_ring *r)
+{
+    return atomic_load_explicit(&r->hdr->objects_wanted,
+                                memory_order_acquire);
+}
 
 static void
 sp_drop(sp_ring *r)

@@ -61,6 +61,18 @@ typedef struct sp_thread_slot {
 static __thread sp_thread_slot sp_tls
     __attribute__((tls_model("initial-exec")));
 
+/*
+ * The objects record written last, kept to be written again from a
+ * signal handler when a new exporter asks (sp_region_want_objects). One
+ * replaced when objects are loaded may still be read by a handler on
+ * another thread: it stays, chained from its successor, until destroy.
+ */
+typedef struct sp_objects_table {
+    struct sp_objects_table *older;
+    size_t                   len;
+    void                    *body;
+} sp_objects_table;
+
 struct sp_sampler {
     sp_sampler_options  o;
     sp_ring            *ring;
@@ -68,6 +80,8 @@ struct sp_sampler {
     uint32_t            generation;
     uint32_t            objects_generation;
     uint64_t            objects_changes;
+    _Atomic(sp_objects_table *) objects;
+    _Atomic uint64_t    objects_answered;   /* sp_ring_objects_wanted's */
     bool                running;
     bool                handler_installed;
     struct sigaction    previous;
@@ -248,6 +262,56 @@ sp_sampler_span_close(sp_sampler *s, const uint8_t span_id[8])
     }
 }
 
+/*
+ * A new exporter knows no worker's objects: the one before it read them.
+ * The table goes before the first sample it may read, or its addresses
+ * name nothing (no mapping, no function) until the objects change.
+ */
+static void
+sp_objects_answer(sp_sampler *s)
+{
+    uint64_t          want = sp_ring_objects_wanted(s->ring);
+    uint64_t          seen = atomic_load_explicit(&s->objects_answered,
+                                                  memory_order_relaxed);
+    sp_objects_table *t;
+
+    if (want == seen
+        || !atomic_compare_exchange_strong(&s->objects_answered, &seen,
+                                           want))
+    {
+        return;
+    }
+    t = atomic_load_explicit(&s->objects, memory_order_acquire);
+    if (t == NULL
+        || sp_ring_write(s->ring, SP_RECORD_OBJECTS, t->body, t->len)
+           != SP_OK)
+    {
+        /* the next sample tries again */
+        atomic_compare_exchange_strong(&s->objects_answered, &want, seen);
+    }
+}
+
+/* Outside any handler: builds the table and writes it. */
+static void
+sp_objects_publish(sp_sampler *s)
+{
+    sp_objects_table *t;
+    uint64_t          want = sp_ring_objects_wanted(s->ring);
+
+    t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return;
+    }
+    t->body = sp_objects_build(s->pid, ++s->objects_generation, &t->len);
+    if (t->body == NULL) {
+        free(t);
+        return;
+    }
+    t->older = atomic_exchange_explicit(&s->objects, t, memory_order_acq_rel);
+    atomic_store_explicit(&s->objects_answered, want, memory_order_relaxed);
+    (void)sp_ring_write(s->ring, SP_RECORD_OBJECTS, t->body, t->len);
+}
+
 static void
 sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
                bool has_span, const uint8_t *trace_id, const uint8_t *span_id,
@@ -304,6 +368,7 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     smp.weight = weight;
     smp.frames = frames;
 
+    sp_objects_answer(s);
     dst = sp_ring_reserve(s->ring, SP_RECORD_SAMPLE,
                           sp_sample_size(smp.frame_count), &tok);
     if (dst == NULL) {
@@ -776,7 +841,7 @@ sp_sampler_start(sp_sampler *s)
     (void)unw_backtrace(prime, 4);
 
     s->objects_changes = sp_objects_change_count();
-    (void)sp_objects_publish(s->ring, s->pid, ++s->objects_generation);
+    sp_objects_publish(s);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = sp_sampler_on_signal;
@@ -853,6 +918,8 @@ sp_sampler_stop(sp_sampler *s)
 void
 sp_sampler_destroy(sp_sampler *s)
 {
+    sp_objects_table *t, *older;
+
     if (s == NULL) {
         return;
     }
@@ -862,6 +929,11 @@ sp_sampler_destroy(sp_sampler *s)
     }
     pthread_mutex_destroy(&s->timers_lock);
     pthread_mutex_destroy(&s->stop_lock);
+    for (t = atomic_load(&s->objects); t != NULL; t = older) {
+        older = t->older;
+        free(t->body);
+        free(t);
+    }
     free(s);
 }
 
@@ -876,7 +948,7 @@ sp_sampler_poll(sp_sampler *s)
     changes = sp_objects_change_count();
     if (changes != s->objects_changes) {
         s->objects_changes = changes;
-        (void)sp_objects_publish(s->ring, s->pid, ++s->objects_generation);
+        sp_objects_publish(s);
     }
     dropped = atomic_load(&s->dropped);
     now = sp_clock_ns(CLOCK_MONOTONIC);

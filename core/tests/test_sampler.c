@@ -45,6 +45,7 @@ typedef struct fixture {
     size_t         object_count;
     uint32_t       objects_generation;  /* of the last objects record */
     size_t         objects_records;
+    size_t         count_at_objects;    /* samples read before it */
     got_sample    *got;
     size_t         count;
     size_t         cap;
@@ -152,6 +153,7 @@ fx_drain(fixture *fx)
             assert_int_equal(objs.pid, (uint32_t)getpid());
             fx->objects_generation = objs.generation;
             fx->objects_records++;
+            fx->count_at_objects = fx->count;
             fx->object_count = 0;
             for (i = 0; i < objs.count && i < 256; i++) {
                 sp_object *o = &fx->objects[fx->object_count++];
@@ -1361,6 +1363,50 @@ poll_republishes_objects_when_a_library_is_loaded(void **state)
     fx_close(&fx);
 }
 
+/* A new exporter never saw the table the sampler wrote at its start. */
+static void
+objects_told_again_before_the_next_sample_for_a_new_reader(void **state)
+{
+    sp_sampler_options o = { .continuous_interval_ms = 5 };
+    fixture     fx;
+    sp_sampler *s;
+    sigset_t    prof, old;
+    size_t      before;
+    int         waited;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    burn_unattached(30);
+
+    /* The only thread sampled is this one: with the signal held, no
+     * sample is written between the drain and the reader's wish. */
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, &old);
+    fx_drain(&fx);
+    assert_int_equal(fx.objects_records, 1);
+    sp_region_want_objects(fx.region);
+    before = fx.count;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+    for (waited = 0; fx.count < before + 3 && waited < 30000; waited += 20) {
+        burn_unattached(20);
+        fx_drain(&fx);
+    }
+    assert_true(fx.count >= before + 3);
+    /* once, before the first sample after the wish: the same table */
+    assert_int_equal(fx.objects_records, 2);
+    assert_int_equal(fx.count_at_objects, before);
+    assert_int_equal(fx.objects_generation, 1);
+    assert_true(fx_has_object(&fx, "test_sampler"));
+
+    sp_sampler_stop(s);
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
 static void
 poll_reports_drops_at_most_once_a_minute(void **state)
 {
@@ -1428,6 +1474,8 @@ main(void)
         cmocka_unit_test(start_and_stop_are_idempotent_and_leave_nothing),
         cmocka_unit_test(bad_options_are_refused),
         cmocka_unit_test(poll_republishes_objects_when_a_library_is_loaded),
+        cmocka_unit_test(
+            objects_told_again_before_the_next_sample_for_a_new_reader),
         cmocka_unit_test(poll_reports_drops_at_most_once_a_minute),
     };
 
