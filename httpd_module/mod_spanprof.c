@@ -141,14 +141,26 @@ static int               spanprof_scope_on;
 
 /*
  * In the parent: one exporter process, watched from its start to its
- * death. The record and its registration outlive the configuration it was
- * started for: after a restart the MPM reaps the old generation's
- * exporter, which must still be known (else "long lost child came home!").
+ * death. The record outlives the configuration it was started for: after
+ * a restart the MPM reaps the old generation's exporter, which must still
+ * be known (else "long lost child came home!"). Its registration does
+ * not: it names spanprof_exporter_event, in this module, which httpd
+ * unloads with the configuration and loads again, maybe elsewhere. The
+ * parent called the old address when it reaped an exporter after a
+ * graceful restart and at every stop (APR unregisters what is left when
+ * the process pool goes): a segmentation fault. So each registration is
+ * made in pconf, whose clearing unregisters it while this code is still
+ * there, and the next configuration registers the records of exporters
+ * still unreaped again (spanprof_exporters_watch), from a list kept in
+ * the process pool.
  */
-typedef struct {
+typedef struct spanprof_exporter_rec {
+    struct spanprof_exporter_rec *next;
     apr_proc_t  proc;
     int         stopping;   /* asked to go: its death calls for no new one */
 } spanprof_exporter_rec;
+
+#define SPANPROF_EXPORTERS_KEY "spanprof-exporters"
 
 /* The current generation's exporter, NULL while none runs. */
 static spanprof_exporter_rec *spanprof_exporter;
@@ -161,6 +173,8 @@ static apr_time_t        spanprof_restart_at;
 /* How long httpd's exit waits for its exporter's flush, in ms
  * (sp_exporter_stop_ms of the configuration it was started with). */
 static apr_uint64_t      spanprof_exporter_stop_ms;
+/* The configuration's pool, where exporters are registered. */
+static apr_pool_t       *spanprof_pconf;
 
 static apr_status_t
 spanprof_destroy_config(void *data)
@@ -361,6 +375,34 @@ spanprof_shm(server_rec *s)
 
 static void spanprof_exporter_event(int reason, void *data, int status);
 
+/* Every exporter not yet reaped, of any generation (the list's head). */
+static spanprof_exporter_rec **
+spanprof_exporters(void)
+{
+    apr_pool_t             *pp = ap_server_conf->process->pool;
+    spanprof_exporter_rec **head = NULL;
+
+    apr_pool_userdata_get((void **) &head, SPANPROF_EXPORTERS_KEY, pp);
+    if (head == NULL) {
+        head = apr_pcalloc(pp, sizeof(*head));
+        apr_pool_userdata_set(head, SPANPROF_EXPORTERS_KEY,
+                              apr_pool_cleanup_null, pp);
+    }
+    return head;
+}
+
+/* The records of earlier configurations, under this one's callback. */
+static void
+spanprof_exporters_watch(apr_pool_t *pconf)
+{
+    spanprof_exporter_rec *rec;
+
+    for (rec = *spanprof_exporters(); rec != NULL; rec = rec->next) {
+        apr_proc_other_child_register(&rec->proc, spanprof_exporter_event,
+                                      rec, NULL, pconf);
+    }
+}
+
 static apr_status_t
 spanprof_exporter_spawn(server_rec *s)
 {
@@ -410,7 +452,9 @@ spanprof_exporter_spawn(server_rec *s)
     rec->proc.pid = pid;
     spanprof_exporter_stop_ms = sp_exporter_stop_ms(l.config);
     apr_proc_other_child_register(&rec->proc, spanprof_exporter_event, rec,
-                                  NULL, s->process->pool);
+                                  NULL, spanprof_pconf);
+    rec->next = *spanprof_exporters();
+    *spanprof_exporters() = rec;
     spanprof_exporter = rec;
     sp_exporter_restarts_started(&spanprof_restarts,
                                  (uint64_t) apr_time_as_msec(apr_time_now()));
@@ -423,7 +467,8 @@ spanprof_exporter_spawn(server_rec *s)
  * What befalls an exporter. Its death: the current one's is followed by
  * another, now or after a delay; one asked to go (restart, stop) is only
  * forgotten. A restart: it is asked to go. APR calls with UNREGISTER from
- * within our own unregistering, on a record about to be freed.
+ * within our own unregistering, on a record about to be freed, and when
+ * pconf goes, on one the next configuration watches again.
  */
 static void
 spanprof_exporter_event(int reason, void *data, int status)
@@ -436,11 +481,20 @@ spanprof_exporter_event(int reason, void *data, int status)
     int                    wanted = current && !rec->stopping
                                     && !spanprof_generation_stopping;
     char                   next[128];
+    spanprof_exporter_rec **link;
 
     switch (reason) {
     case APR_OC_REASON_DEATH:
     case APR_OC_REASON_LOST:
         apr_proc_other_child_unregister(rec);
+        for (link = spanprof_exporters(); *link != NULL;
+             link = &(*link)->next)
+        {
+            if (*link == rec) {
+                *link = rec->next;
+                break;
+            }
+        }
         free(rec);
         if (current) {
             spanprof_exporter = NULL;
@@ -537,6 +591,7 @@ spanprof_start_exporter(apr_pool_t *pconf, server_rec *s)
     spanprof_exporter = NULL;
     spanprof_generation_stopping = 0;
     spanprof_restart_at = 0;
+    spanprof_pconf = pconf;
     apr_pool_cleanup_register(pconf, NULL, spanprof_exporter_stop,
                               apr_pool_cleanup_null);
     (void) spanprof_exporter_spawn(s);
@@ -1431,6 +1486,7 @@ spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
         return OK;
     }
     spanprof_complete(s, 0);
+    spanprof_exporters_watch(pconf);
     spanprof_note_locations(pconf, s);
     spanprof_note_header_sums(ptemp);
     spanprof_note_override_lists(s);
