@@ -41,7 +41,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir write_file read_file free_port spawn
                         wait_for_port stop nginx_conf nginx_cmd httpd_conf
-                        httpd_cmd text_file);
+                        httpd_cmd bench_files);
 use Spanprof::Receiver;
 
 my $what = shift // 'all';
@@ -69,19 +69,11 @@ my @WORKLOADS = (
     [ gzip   => '/big.txt' ],
 );
 
-sub docs {
-    my ($root) = @_;
-    mkdir $root;
-    chmod 0755, $root;
-    write_file("$root/small.html", ('x' x 1023) . "\n");
-    chmod 0644, "$root/small.html";
-    text_file("$root/big.txt", 3500);
-}
 
 # The upstream of the proxy workload: a bare nginx in a directory of its own.
 sub upstream_start {
     my $dir = new_dir();
-    docs("$dir/www");
+    bench_files("$dir/www");
     my $port = nginx_conf($dir, module => 0, log_level => 'warn',
                           connections => 1024, server => "root $dir/www;",
                           location => '');
@@ -93,7 +85,7 @@ sub upstream_start {
 
 sub nginx_server {
     my ($dir, $mode, $port, $up) = @_;
-    docs("$dir/www");
+    bench_files("$dir/www");
     my $off = $mode eq 'off' ? 'spanprof off;' : '';
     nginx_conf($dir, port => $port, module => $mode ne 'bare',
                log_level => 'warn', connections => 1024, location => '',
@@ -134,7 +126,7 @@ DeflateCompressionLevel 9
 ProxyPass /proxy/ http://127.0.0.1:$up/
 $off
 EXTRA
-    docs("$dir/htdocs");
+    bench_files("$dir/htdocs");
     return httpd_cmd($dir);
 }
 

@@ -72,23 +72,27 @@ sub fd_count {
     return scalar grep { /^\d+$/ } readdir $d;
 }
 
-# One HTTP/1.0 GET of $path (default /); 1 when answered 200.
+# One HTTP/1.0 GET of $path (default /) with @headers; 1 when answered
+# 200.
 sub get_ok {
-    my ($port, $path) = @_;
+    my ($port, $path, @headers) = @_;
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
                                   Proto => 'tcp', Timeout => 5) or return 0;
-    print $s "GET " . ($path // '/') . " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    print $s "GET " . ($path // '/') . " HTTP/1.0\r\nHost: localhost\r\n"
+        . join('', map { "$_\r\n" } @headers) . "\r\n";
     local $/;
     my $resp = <$s> // '';
     return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
 }
 
 # $clients (default 1) processes each sending GETs one after another until
-# load_stop; returns the handle for load_stop.
+# load_stop; returns the handle for load_stop. $next, when given, is
+# called before each request with the client's number (1-based) and the
+# request's, and returns its path and headers.
 sub load_start {
-    my ($port, $clients) = @_;
+    my ($port, $clients, $next) = @_;
     my @kids;
-    for (1 .. ($clients // 1)) {
+    for my $c (1 .. ($clients // 1)) {
         pipe my $rd, my $wr or die "pipe: $!";
         my $pid = fork;
         die "fork: $!" unless defined $pid;
@@ -98,7 +102,7 @@ sub load_start {
             local $SIG{TERM} = sub { $stop = 1 };
             until ($stop) {
                 $n++;
-                $bad++ unless get_ok($port);
+                $bad++ unless get_ok($port, $next ? $next->($c, $n) : ());
             }
             print $wr "$n $bad\n";
             close $wr;

@@ -17,6 +17,7 @@ use Exporter 'import';
 our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
                     nginx_conf nginx_cmd nginx_test nginx_start
                     httpd_conf httpd_cmd httpd_test httpd_start text_file
+                    bench_files
                     stop wait_for_log http_get spawn wait_for_port
                     wait_until);
 
@@ -244,6 +245,17 @@ sub text_file {
                                      . "compresses at level 9\n" }
                                    1 .. $lines));
     chmod 0644, $path;
+}
+
+# The benchmarks' documents in $root: small.html (1 KiB) and big.txt
+# (text_file's, 3500 lines, about 170 KiB).
+sub bench_files {
+    my ($root) = @_;
+    mkdir $root;
+    chmod 0755, $root;
+    write_file("$root/small.html", ('x' x 1023) . "\n");
+    chmod 0644, "$root/small.html";
+    text_file("$root/big.txt", 3500);
 }
 
 sub httpd_test {

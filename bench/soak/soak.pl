@@ -1,0 +1,259 @@
+#!/usr/bin/perl
+# A soak of nginx or httpd (event MPM) with everything on, watching what
+# an SRE would watch after a week (bench/README.md, "soak/"). From the top
+# of the tree after `make build`:
+#
+#   perl bench/soak/soak.pl nginx|httpd [SECONDS]     (default 300)
+#
+# The server traces every request, selects a third of them for snapshot
+# profiling (baggage splunk.trace.snapshot.volume=highest, 10 ms) and
+# profiles continuously (SOAK_CONTINUOUS_MS, 20 ms), under a steady mixed
+# load of SOAK_CLIENTS (3) clients, each pausing SOAK_PAUSE_MS (10) between
+# requests: a small static file, a proxy to a local bare nginx, a text
+# file gzipped/deflated at level 9. It is reloaded (nginx: SIGHUP, what
+# `nginx -s reload` sends; httpd: SIGUSR1, `apachectl -k graceful`) every
+# SOAK_RELOAD seconds (25; 0: never), and the OTLP receiver (the real one,
+# t/receiver, not decoding) is stopped at SOAK_OUTAGE_AT seconds (a third
+# of the run; 0: never) for SOAK_OUTAGE seconds (60), then started again
+# on the same port.
+#
+# Every SOAK_EVERY seconds (5) one line: the exporter's VmRSS, VmHWM,
+# descriptors and threads; the workers' (children's) largest VmRSS and
+# descriptors; the master's (parent's) descriptors and VmRSS; the
+# spanprof memfds open in the whole process tree (distinct inodes, and
+# descriptors); the requests the receiver got. At the end, every counters
+# line of every exporter is checked: dropped.corrupt and ring.corrupt 0,
+# received = exported + dropped.* + held, and an exporter that read
+# samples read an objects table too (else its profiles name nothing).
+# Exit status 1 when an invariant broke or a client request failed.
+# SOAK_LOG=FILE keeps a copy of the server's error log.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../../t/lib";
+
+use List::Util qw(max sum0);
+use Time::HiRes qw(sleep time);
+
+use Spanprof::Server qw(new_dir write_file read_file spawn wait_for_port
+                        stop nginx_conf nginx_cmd httpd_conf httpd_cmd
+                        bench_files);
+use Spanprof::Receiver;
+use Spanprof::Procs qw(family fd_count load_start load_stop);
+
+my $server = shift // 'nginx';
+my $SECONDS = shift // 300;
+my $RELOAD = $ENV{SOAK_RELOAD} // 25;
+my $OUTAGE_AT = $ENV{SOAK_OUTAGE_AT} // int($SECONDS / 3);
+my $OUTAGE = $ENV{SOAK_OUTAGE} // 60;
+my $EVERY = $ENV{SOAK_EVERY} // 5;
+my $CLIENTS = $ENV{SOAK_CLIENTS} // 3;
+my $PAUSE = ($ENV{SOAK_PAUSE_MS} // 10) / 1000;
+my $CONTINUOUS_MS = $ENV{SOAK_CONTINUOUS_MS} // 20;
+die "usage: $0 nginx|httpd [SECONDS]\n" unless $server =~ /^(nginx|httpd)$/;
+
+my @PATHS = ('/small.html', '/proxy/small.html', '/big.txt');
+
+
+my $dir = new_dir();
+
+# The proxied upstream: nginx without the module.
+my $updir = "$dir/upstream";
+mkdir $updir;
+bench_files("$updir/www");
+my $up = nginx_conf($updir, module => 0, log_level => 'warn',
+                    connections => 512, server => "root $updir/www;",
+                    location => '');
+my $uppid = spawn(undef, "$updir/stderr.log", nginx_cmd($updir));
+wait_for_port($up) or die "the upstream did not start\n";
+
+my $recv = Spanprof::Receiver->start(dir => $dir,
+                                     args => [ '--decode', 'no' ]);
+my $rport = $recv->port;
+
+my ($port, @cmd);
+if ($server eq 'nginx') {
+    bench_files("$dir/www");
+    $port = nginx_conf($dir, workers => 2, connections => 512,
+        location => '', http => "    upstream backend {
+        server 127.0.0.1:$up; keepalive 8;
+    }", server => "root $dir/www;
+        location /proxy/ {
+            proxy_pass http://backend/;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }
+        location /big.txt {
+            gzip on; gzip_comp_level 9; gzip_types text/plain;
+            gzip_min_length 0;
+        }");
+    @cmd = nginx_cmd($dir);
+} else {
+    $port = httpd_conf($dir, mpm => 'event',
+        modules => [qw(proxy proxy_http deflate filter)], extra => <<"EXTRA");
+StartServers 2
+ServerLimit 4
+ThreadsPerChild 8
+MaxRequestWorkers 32
+MinSpareThreads 8
+MaxSpareThreads 16
+DeflateCompressionLevel 9
+<Location /big.txt>
+    SetOutputFilter DEFLATE
+</Location>
+ProxyPass /proxy/ http://127.0.0.1:$up/
+EXTRA
+    bench_files("$dir/htdocs");
+    @cmd = httpd_cmd($dir);
+}
+
+my %env = (
+    OTEL_EXPORTER_OTLP_ENDPOINT => "http://127.0.0.1:$rport",
+    OTEL_SERVICE_NAME => "soak-$server",
+    SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
+    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '10',
+    SPLUNK_PROFILER_ENABLED => 'true',
+    SPLUNK_PROFILER_CALL_STACK_INTERVAL => $CONTINUOUS_MS,
+    SPANPROF_COUNTERS_INTERVAL_MS => $ENV{SOAK_COUNTERS_MS} // 10000,
+);
+my $master = spawn(\%env, "$dir/stderr.log", @cmd);
+wait_for_port($port, 20)
+    or die "$server did not start: " . read_file("$dir/error.log");
+
+# ---- load: each client GETs the paths in turn, gzip accepted, every
+# third request selected.
+my $clients = load_start($port, $CLIENTS, sub {
+    my ($c, $n) = @_;
+    sleep $PAUSE if $PAUSE > 0 && $n > 1;
+    my $v = ($n + $c) % 3 == 0 ? 'highest' : 'off';
+    return ($PATHS[$n % @PATHS], 'Accept-Encoding: gzip',
+            "baggage: splunk.trace.snapshot.volume=$v");
+});
+
+# ---- watching
+sub status {
+    my ($pid) = @_;
+    my %s;
+    for (split /\n/, read_file("/proc/$pid/status")) {
+        $s{$1} = $2 if /^(\w+):\s+(\d+)/;
+    }
+    return \%s;
+}
+
+# Distinct spanprof memfd inodes and descriptors over @pids.
+sub memfds {
+    my (%ino, $fds);
+    for my $pid (@_) {
+        opendir my $d, "/proc/$pid/fd" or next;
+        for my $fd (grep { /^\d+$/ } readdir $d) {
+            my $link = readlink "/proc/$pid/fd/$fd" // next;
+            next unless $link =~ m{^/memfd:spanprof};
+            $ino{ (stat "/proc/$pid/fd/$fd")[1] // 0 }++;
+            $fds++;
+        }
+    }
+    return (scalar keys %ino, $fds // 0);
+}
+
+sub received {
+    return sum0(map { scalar(() = read_file($_) =~ /\n/g) }
+                glob("$dir/receiver-*.jsonl"));
+}
+
+my @rows;
+my @head = qw(t exp_pid exp_rss exp_hwm exp_fds exp_thr workers wrk_rss
+              wrk_fds mst_fds mst_rss memfd_ino memfd_fds otlp_reqs);
+printf "%s\n", join "\t", @head;
+sub sample {
+    my ($t) = @_;
+    my @f = family($master);
+    my ($exp) = grep { $_->{args} =~ /^spanprof-exporter/ } @f;
+    my @w = $server eq 'nginx'
+        ? grep { $_->{args} =~ /worker process/ } @f
+        : grep { $_->{args} =~ m{^/usr/sbin/apache2 } } @f;
+    my $es = $exp ? status($exp->{pid}) : {};
+    my @ws = map { status($_->{pid}) } @w;
+    my $ms = status($master);
+    my @row = (sprintf('%.0f', $t), $exp ? $exp->{pid} : '-',
+        $es->{VmRSS} // '-', $es->{VmHWM} // '-',
+        $exp ? fd_count($exp->{pid}) : '-', $es->{Threads} // '-',
+        scalar @w, max(0, map { $_->{VmRSS} // 0 } @ws),
+        max(0, map { fd_count($_->{pid}) } @w),
+        fd_count($master), $ms->{VmRSS} // '-',
+        memfds($master, map { $_->{pid} } @f), received());
+    push @rows, \@row;
+    printf "%s\n", join "\t", @row;
+}
+
+my $t0 = time;
+my ($next_sample, $next_reload) = (0, $RELOAD || 1e9);
+my ($reloads, $outage_end) = (0, undef);
+my $outage_start = $OUTAGE_AT || 1e9;
+while ((my $t = time - $t0) < $SECONDS) {
+    if ($t >= $next_sample) {
+        sample($t);
+        $next_sample += $EVERY;
+    }
+    if ($t >= $next_reload) {
+        kill $server eq 'nginx' ? 'HUP' : 'USR1', $master;
+        $reloads++;
+        $next_reload += $RELOAD;
+    }
+    if ($t >= $outage_start) {
+        print "# collector stopped at ${\ int $t} s\n";
+        $recv->stop;
+        $outage_start = 1e9;
+        $outage_end = $t + $OUTAGE;
+    }
+    if (defined $outage_end && $t >= $outage_end) {
+        print "# collector started again at ${\ int $t} s\n";
+        $recv = Spanprof::Receiver->start(dir => $dir, port => $rport,
+                                          args => [ '--decode', 'no' ]);
+        $outage_end = undef;
+    }
+    sleep 0.1;
+}
+sample(time - $t0);
+
+my ($n, $bad) = load_stop($clients);
+stop($master);
+stop($uppid);
+$recv->stop;
+
+# ---- the exporters' counters
+my @broken;
+my $lines = 0;
+my %last;    # exporter pid => its last counters line
+for (split /\n/, read_file("$dir/error.log")) {
+    next unless /(\d+)#\d+: spanprof-exporter: counters: (.*)/
+             || /\[pid (\d+)[^\]]*\] spanprof-exporter: counters: (.*)/;
+    my ($pid, $text) = ($1, $2);
+    my %c = $text =~ /([\w.]+)=(\d+)/g;
+    $lines++;
+    $last{$pid} = $text;
+    my $dropped = sum0(map { $c{$_} } grep { /^dropped\./ } keys %c);
+    push @broken, "exporter $pid: $text"
+        if $c{'dropped.corrupt'} || $c{'ring.corrupt'}
+           || $c{received} != $c{exported} + $dropped + $c{held};
+    # Samples it could not map: no worker told it its objects.
+    push @broken, "exporter $pid read samples and no objects table: $text"
+        if $text =~ /\(at exit\)/ && $c{samples} && !$c{objects};
+}
+my @alerts = grep { /\[(alert|crit|emerg)\]|:(alert|crit|emerg)\]/ }
+             split /\n/, read_file("$dir/error.log");
+
+printf "# %s, %d s, %d reloads, %d requests (%d failed), %d counters lines "
+    . "of %d exporters, %d broke an invariant, %d alert lines\n",
+    $server, $SECONDS, $reloads, $n, $bad, $lines, scalar keys %last,
+    scalar @broken, scalar @alerts;
+print "# broken: $_\n" for @broken;
+print "# alert: $_\n" for @alerts[0 .. ($#alerts < 9 ? $#alerts : 9)];
+print "# last counters of the last exporter: ",
+    $last{ (sort { $a <=> $b } keys %last)[-1] // '' } // 'none', "\n";
+if (my $keep = $ENV{SOAK_LOG}) {
+    write_file($keep, read_file("$dir/error.log"));
+    print "# error log copied to $keep\n";
+}
+exit(@broken || $bad ? 1 : 0);
