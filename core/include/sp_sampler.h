@@ -137,9 +137,14 @@ SP_API void sp_sampler_admit(sp_sampler *s);
  * With spans_end_anywhere, from any thread, no allocation, no system call.
  * open: SP_OK, or SP_ERR_TOO_LONG when SP_SAMPLER_OPEN_SPANS spans are open
  * already (then do not enter: the span is not sampled). close: once, when
- * the span ends; a span that is not open is ignored.
+ * the span ends; a span that is not open is ignored. A search of the open
+ * spans (the signal handler's, close's from another thread) looks first
+ * where the calling thread opened its last span, then goes as far as the
+ * most spans that were open at once. The bound is far above what an httpd
+ * child keeps open (a request of each connection, with continuous
+ * profiling on; 256 was too few for a child of 300 threads).
  */
-#define SP_SAMPLER_OPEN_SPANS  256
+#define SP_SAMPLER_OPEN_SPANS  16384
 SP_API sp_status sp_sampler_span_open(sp_sampler *s,
                                       const uint8_t span_id[8]);
 SP_API void sp_sampler_span_close(sp_sampler *s, const uint8_t span_id[8]);

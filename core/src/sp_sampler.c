@@ -50,6 +50,8 @@ typedef struct sp_thread_slot {
     uint32_t         generation;    /* sampler whose timer this is */
     uint32_t         admitted;      /* sampler whose signal this thread
                                        unblocked */
+    uint32_t         open_slot;     /* where this thread last opened a
+                                       span: looked at first */
     timer_t          timer;
     /* CLOCK_MONOTONIC of this thread's previous sample, per source
      * (SP_SOURCE_SNAPSHOT - 1, SP_SOURCE_CONTINUOUS - 1): each source's
@@ -103,8 +105,11 @@ struct sp_sampler {
     pid_t               thread_tid;
 
     /* Spans open with spans_end_anywhere, by span id; 0 is a free slot
-     * (a valid span id is never zero). */
+     * (a valid span id is never zero). Only slots below open_top were
+     * ever used: a search goes no further than the most spans open at
+     * once so far, not the whole table. */
     _Atomic uint64_t    open_spans[SP_SAMPLER_OPEN_SPANS];
+    _Atomic uint32_t    open_top;
 
     _Atomic uint64_t    taken;
     _Atomic uint64_t    dropped;
@@ -205,15 +210,36 @@ sp_span_key(const uint8_t span_id[8])
 }
 
 static bool
+sp_open_slot_swap(sp_sampler *s, uint32_t i, uint64_t from, uint64_t to)
+{
+    uint64_t expected = from;
+
+    return atomic_compare_exchange_strong_explicit(&s->open_spans[i],
+               &expected, to, memory_order_acq_rel, memory_order_relaxed);
+}
+
+/*
+ * The calling thread's slot first: the span it opened last is the one it
+ * works for, or the one it closes, unless the span ends on another thread.
+ */
+static bool
 sp_span_is_open(sp_sampler *s, const uint8_t span_id[8])
 {
     uint64_t key = sp_span_key(span_id);
-    size_t   i;
+    uint32_t i, top;
 
     if (key == 0) {
         return false;
     }
-    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
+    i = sp_tls.open_slot;
+    if (i < SP_SAMPLER_OPEN_SPANS
+        && atomic_load_explicit(&s->open_spans[i], memory_order_acquire)
+           == key)
+    {
+        return true;
+    }
+    top = atomic_load_explicit(&s->open_top, memory_order_acquire);
+    for (i = 0; i < top; i++) {
         if (atomic_load_explicit(&s->open_spans[i], memory_order_acquire)
             == key)
         {
@@ -223,18 +249,16 @@ sp_span_is_open(sp_sampler *s, const uint8_t span_id[8])
     return false;
 }
 
-/* The first slot that holds from now holds to; false when none did. */
+/* The first slot below open_top that holds from now holds to. */
 static bool
-sp_open_spans_swap(sp_sampler *s, uint64_t from, uint64_t to)
+sp_open_spans_swap(sp_sampler *s, uint64_t from, uint64_t to, uint32_t *at)
 {
-    uint64_t expected;
-    size_t   i;
+    uint32_t i, top;
 
-    for (i = 0; i < SP_SAMPLER_OPEN_SPANS; i++) {
-        expected = from;
-        if (atomic_compare_exchange_strong_explicit(&s->open_spans[i],
-                &expected, to, memory_order_acq_rel, memory_order_relaxed))
-        {
+    top = atomic_load_explicit(&s->open_top, memory_order_acquire);
+    for (i = 0; i < top; i++) {
+        if (sp_open_slot_swap(s, i, from, to)) {
+            *at = i;
             return true;
         }
     }
@@ -245,20 +269,44 @@ sp_status
 sp_sampler_span_open(sp_sampler *s, const uint8_t span_id[8])
 {
     uint64_t key = sp_span_key(span_id);
+    uint32_t at, top;
 
     if (s == NULL || key == 0) {
         return SP_ERR_INVALID;
     }
-    return sp_open_spans_swap(s, 0, key) ? SP_OK : SP_ERR_TOO_LONG;
+    for ( ;; ) {
+        if (sp_open_spans_swap(s, 0, key, &at)) {
+            break;
+        }
+        /* Every slot used so far is taken: one more. Another thread may
+         * take the new one first, found free by its search: then again. */
+        top = atomic_load_explicit(&s->open_top, memory_order_acquire);
+        if (top >= SP_SAMPLER_OPEN_SPANS) {
+            return SP_ERR_TOO_LONG;
+        }
+        if (atomic_compare_exchange_strong_explicit(&s->open_top, &top,
+                top + 1, memory_order_acq_rel, memory_order_relaxed)
+            && sp_open_slot_swap(s, top, 0, key))
+        {
+            at = top;
+            break;
+        }
+    }
+    sp_tls.open_slot = at;
+    return SP_OK;
 }
 
 void
 sp_sampler_span_close(sp_sampler *s, const uint8_t span_id[8])
 {
     uint64_t key = sp_span_key(span_id);
+    uint32_t at = sp_tls.open_slot;
 
-    if (s != NULL && key != 0) {
-        (void)sp_open_spans_swap(s, key, 0);
+    if (s == NULL || key == 0) {
+        return;
+    }
+    if (at >= SP_SAMPLER_OPEN_SPANS || !sp_open_slot_swap(s, at, key, 0)) {
+        (void)sp_open_spans_swap(s, key, 0, &at);
     }
 }
 

@@ -431,8 +431,21 @@ run_closing_thread(void *arg)
     return NULL;
 }
 
+/* A span id of k's that no other test uses. */
 static void
-a_span_closed_on_another_thread_is_sampled_no_more(void **state)
+other_span(uint8_t other[8], int k)
+{
+    memset(other, 0, 8);
+    memcpy(other, &k, sizeof(k));
+    other[7] = 0x70;
+}
+
+/*
+ * A thread's span, opened after `open_before` others (by this thread),
+ * is sampled until another thread closes it, and no more after.
+ */
+static sp_sampler *
+closed_on_another_thread(fixture *fx, int open_before)
 {
     sp_sampler_options o = { .snapshot_interval_ms = 1,
                              .clock = SP_SAMPLER_CLOCK_WALL,
@@ -441,16 +454,18 @@ a_span_closed_on_another_thread_is_sampled_no_more(void **state)
     sp_sampler_stats at_close, at_end;
     uint8_t          span[8], other[8];
     pthread_t        th;
-    fixture          fx;
     size_t           i, with_span = 0;
     int              k;
     sp_sampler      *s;
 
-    (void)state;
     memset(span, 0x62, 8);
-    fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    fx_open(fx);
+    assert_int_equal(sp_sampler_create(&o, fx->ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
+    for (k = 0; k < open_before; k++) {
+        other_span(other, k);
+        assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
+    }
     c.sampler = s;
     assert_int_equal(pthread_create(&th, NULL, run_closing_thread, &c), 0);
     while (!atomic_load(&c.entered)) {
@@ -463,10 +478,10 @@ a_span_closed_on_another_thread_is_sampled_no_more(void **state)
     pthread_join(th, NULL);
     sp_sampler_stats_get(s, &at_end);
     sp_sampler_stop(s);
-    fx_drain(&fx);
+    fx_drain(fx);
 
-    for (i = 0; i < fx.count; i++) {
-        const got_sample *g = &fx.got[i];
+    for (i = 0; i < fx->count; i++) {
+        const got_sample *g = &fx->got[i];
 
         /* Snapshot only: nothing without an open span, nothing after. */
         assert_true(g->s.has_span);
@@ -478,24 +493,60 @@ a_span_closed_on_another_thread_is_sampled_no_more(void **state)
     /* The thread's timer stopped at its first tick after the close, not
      * 300 ticks later. */
     assert_true(at_end.signals - at_close.signals <= 3);
+    return s;
+}
+
+static void
+a_span_closed_on_another_thread_is_sampled_no_more(void **state)
+{
+    uint8_t     other[8];
+    fixture     fx;
+    int         k;
+    sp_sampler *s;
+
+    (void)state;
+    s = closed_on_another_thread(&fx, 0);
 
     /* The table of open spans is bounded, and a slot is reused. */
     for (k = 0; k < SP_SAMPLER_OPEN_SPANS; k++) {
-        memset(other, 0, 8);
-        memcpy(other, &k, sizeof(k));
-        other[7] = 0x70;
+        other_span(other, k);
         assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
     }
     memset(other, 0x71, 8);
     assert_int_equal(sp_sampler_span_open(s, other), SP_ERR_TOO_LONG);
     sp_sampler_span_close(s, other);        /* not open: ignored */
-    memset(other, 0, 8);
-    other[7] = 0x70;
+    other_span(other, 0);
     sp_sampler_span_close(s, other);
     memset(other, 0x71, 8);
     assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
     memset(other, 0, 8);
     assert_int_equal(sp_sampler_span_open(s, other), SP_ERR_INVALID);
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+}
+
+/*
+ * An httpd child with continuous profiling opens a span for every request
+ * it records: 256 at once were all it could have, and the next request,
+ * selected or not, was sampled with no ids at all.
+ */
+static void
+a_span_opened_after_a_thousand_others_is_sampled(void **state)
+{
+    uint8_t     other[8];
+    fixture     fx;
+    int         k;
+    sp_sampler *s;
+
+    (void)state;
+    s = closed_on_another_thread(&fx, 1000);
+    for (k = 0; k < 1000; k++) {
+        other_span(other, k);
+        sp_sampler_span_close(s, other);
+    }
+    /* Their slots are free again. */
+    other_span(other, 5000);
+    assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
     sp_sampler_destroy(s);
     fx_close(&fx);
 }
@@ -1487,6 +1538,7 @@ main(void)
         cmocka_unit_test(snapshot_samples_carry_their_threads_span_and_stack),
         cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
         cmocka_unit_test(a_span_closed_on_another_thread_is_sampled_no_more),
+        cmocka_unit_test(a_span_opened_after_a_thousand_others_is_sampled),
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
         cmocka_unit_test(unselected_spans_get_continuous_samples_only),
         cmocka_unit_test(continuous_reaches_a_blocking_thread_once_admitted),
