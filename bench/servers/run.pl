@@ -41,7 +41,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir write_file read_file free_port spawn
                         wait_for_port stop nginx_conf nginx_cmd httpd_conf
-                        httpd_cmd bench_files);
+                        httpd_cmd bench_files bench_nginx_server);
 use Spanprof::Receiver;
 
 my $what = shift // 'all';
@@ -87,20 +87,10 @@ sub nginx_server {
     my ($dir, $mode, $port, $up) = @_;
     bench_files("$dir/www");
     my $off = $mode eq 'off' ? 'spanprof off;' : '';
+    my ($http, $srv) = bench_nginx_server("$dir/www", $up, 16);
     nginx_conf($dir, port => $port, module => $mode ne 'bare',
                log_level => 'warn', connections => 1024, location => '',
-               http => "    $off
-    upstream backend { server 127.0.0.1:$up; keepalive 16; }",
-               server => "root $dir/www;
-        location /proxy/ {
-            proxy_pass http://backend/;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
-        }
-        location /big.txt {
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }");
+               http => "    $off\n$http", server => $srv);
     return nginx_cmd($dir);
 }
 

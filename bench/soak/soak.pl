@@ -39,7 +39,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir write_file read_file spawn wait_for_port
                         stop nginx_conf nginx_cmd httpd_conf httpd_cmd
-                        bench_files);
+                        bench_files bench_nginx_server);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family fd_count load_start load_stop);
 
@@ -76,19 +76,9 @@ my $rport = $recv->port;
 my ($port, @cmd);
 if ($server eq 'nginx') {
     bench_files("$dir/www");
+    my ($http, $srv) = bench_nginx_server("$dir/www", $up, 8);
     $port = nginx_conf($dir, workers => 2, connections => 512,
-        location => '', http => "    upstream backend {
-        server 127.0.0.1:$up; keepalive 8;
-    }", server => "root $dir/www;
-        location /proxy/ {
-            proxy_pass http://backend/;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
-        }
-        location /big.txt {
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }");
+                       location => '', http => $http, server => $srv);
     @cmd = nginx_cmd($dir);
 } else {
     $port = httpd_conf($dir, mpm => 'event',

@@ -17,7 +17,7 @@ use Exporter 'import';
 our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
                     nginx_conf nginx_cmd nginx_test nginx_start
                     httpd_conf httpd_cmd httpd_test httpd_start text_file
-                    bench_files
+                    bench_files bench_nginx_server
                     stop wait_for_log http_get spawn wait_for_port
                     wait_until);
 
@@ -256,6 +256,26 @@ sub bench_files {
     write_file("$root/small.html", ('x' x 1023) . "\n");
     chmod 0644, "$root/small.html";
     text_file("$root/big.txt", 3500);
+}
+
+# The benchmarks' nginx server block (the documents of bench_files in
+# $root, /proxy/ to the upstream on port $up with keep-alive, big.txt
+# gzipped at level 9) and the upstream it needs at http level: (http,
+# server) for nginx_conf.
+sub bench_nginx_server {
+    my ($root, $up, $keepalive) = @_;
+    return ("    upstream backend {
+        server 127.0.0.1:$up; keepalive $keepalive;
+    }", "root $root;
+        location /proxy/ {
+            proxy_pass http://backend/;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }
+        location /big.txt {
+            gzip on; gzip_comp_level 9; gzip_types text/plain;
+            gzip_min_length 0;
+        }");
 }
 
 sub httpd_test {
