@@ -30,7 +30,7 @@ use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
 use Spanprof::Cases qw(spans raw_answer);
 use Spanprof::HeaderMatrix qw(check_samples_in_spans);
-use Spanprof::Procs qw(family);
+use Spanprof::Procs qw(family thread_stacks);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -478,18 +478,8 @@ for my $pair (@pairs) {
                           . ' or reset by the client')
         or diag(JSON::PP->new->canonical->encode(
                     [ map { [ $got[0][$_], $got[1][$_] ] } @differ[0 .. 2] ]),
-                stacks($on));
+                thread_stacks($on->{pid}));
     push @streams, @mine;
-}
-
-# Where the threads of a server's processes are, when gdb is there: what
-# makes a stream that is never answered understood.
-sub stacks {
-    my ($server) = @_;
-    return '' if system('gdb --version >/dev/null 2>&1');
-    return join '', map { "--- $_->{pid} $_->{args}\n"
-                          . `gdb -p $_->{pid} -batch -ex 'thread apply all bt' 2>&1` }
-                    family($server->{pid});
 }
 
 # ---- clients that go away mid-request-body or mid-response

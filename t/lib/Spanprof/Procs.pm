@@ -9,10 +9,12 @@ package Spanprof::Procs;
 #   my ($inodes, $maps) = shm_of($master);
 #   my $load = load_start($port, 3);      # three clients GET / in a loop
 #   my ($n, $bad) = load_stop($load);     # requests sent, not answered 200
+#   diag(thread_stacks($master));         # where every thread waits
 
 use strict;
 use warnings;
 
+use IO::Select;
 use IO::Socket::INET;
 use POSIX ();
 
@@ -20,7 +22,7 @@ use Spanprof::Server qw(read_file);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(processes family shm_of fd_count get_ok
-                    load_start load_stop);
+                    load_start load_stop thread_stacks);
 
 # Every process: pid => { pid, ppid, uid, args }.
 sub processes {
@@ -73,15 +75,19 @@ sub fd_count {
 }
 
 # One HTTP/1.0 GET of $path (default /) with @headers; 1 when answered
-# 200.
+# 200 within 10 s (a server that accepts and never answers must not hang
+# the test).
 sub get_ok {
     my ($port, $path, @headers) = @_;
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
                                   Proto => 'tcp', Timeout => 5) or return 0;
     print $s "GET " . ($path // '/') . " HTTP/1.0\r\nHost: localhost\r\n"
         . join('', map { "$_\r\n" } @headers) . "\r\n";
-    local $/;
-    my $resp = <$s> // '';
+    my $sel = IO::Select->new($s);
+    my ($resp, $end) = ('', time + 10);
+    while ($sel->can_read($end - time > 0 ? $end - time : 0)) {
+        sysread($s, $resp, 4096, length $resp) or last;
+    }
     return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
 }
 
@@ -127,6 +133,16 @@ sub load_stop {
         $bad += $kbad;
     }
     return ($n, $bad);
+}
+
+# Where the threads of pid's descendants are, when gdb is there: what
+# makes a request that is never answered understood.
+sub thread_stacks {
+    my ($pid) = @_;
+    return '' if system('gdb --version >/dev/null 2>&1');
+    return join '', map { "--- $_->{pid} $_->{args}\n"
+        . `gdb -p $_->{pid} -batch -ex 'thread apply all bt' 2>&1` }
+        family($pid);
 }
 
 1;
