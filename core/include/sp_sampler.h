@@ -129,7 +129,11 @@ SP_API void sp_sampler_enter_unselected(sp_sampler *s,
  * block every signal in their threads after child_init; a thread that
  * never calls this is signalled in vain (the signal stays pending). Call
  * it where a thread starts work (a connection, a request). A thread
- * given a snapshot timer by enter unblocks it then.
+ * given a snapshot timer by enter unblocks it then. Both unwind once,
+ * outside the handler, before the signal comes: the handler unwinds only
+ * a thread that did (or that started the sampler), because libunwind's
+ * thread-local caches, in a dlopen'ed module, are allocated with malloc
+ * at a thread's first unwind. A thread signalled before gives no sample.
  */
 SP_API void sp_sampler_admit(sp_sampler *s);
 

@@ -45,6 +45,7 @@ typedef struct sp_thread_slot {
                                        timer samples it */
     bool             armed;         /* the snapshot timer runs */
     bool             in_handler;
+    bool             primed;        /* libunwind's TLS is allocated */
     uint8_t          trace_id[16];
     uint8_t          span_id[8];
     uint32_t         generation;    /* sampler whose timer this is */
@@ -377,7 +378,8 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     if (max > (int)(sizeof(frames) / sizeof(frames[0]))) {
         max = (int)(sizeof(frames) / sizeof(frames[0]));
     }
-    n = sp_unwind(uc, frames, max, &truncated);
+    /* Unprimed (sp_thread_prime), the unwind could call malloc. */
+    n = t->primed ? sp_unwind(uc, frames, max, &truncated) : 0;
     if (n == 0) {
         atomic_fetch_add_explicit(&s->no_stack, 1, memory_order_relaxed);
         return;
@@ -545,6 +547,27 @@ sp_thread_exits(void *arg)
 }
 
 /*
+ * libunwind keeps per-thread caches in thread-local variables. Loaded by
+ * dlopen (with our module), its TLS block is dynamic: glibc allocates it
+ * with malloc at a thread's first unwind. Were that in our handler, having
+ * interrupted malloc in the same thread, the thread would wait forever for
+ * the arena lock it holds, and every thread of that arena after it (a
+ * whole httpd child, under HTTP/2's new worker threads). So one unwind
+ * here, outside any handler, before a thread can take our signal.
+ */
+static void
+sp_thread_prime(sp_thread_slot *t)
+{
+    void *frames[4];
+
+    if (!t->primed) {
+        (void)unw_backtrace(frames, 4);
+        atomic_signal_fence(memory_order_seq_cst);
+        t->primed = true;
+    }
+}
+
+/*
  * Servers block signals in their worker threads (httpd's threaded MPMs
  * block them all in the child after child_init, so every thread it makes
  * inherits that): such a thread takes ours only once it unblocks it.
@@ -554,6 +577,7 @@ sp_unblock_signal(sp_sampler *s, sp_thread_slot *t)
 {
     sigset_t ours;
 
+    sp_thread_prime(t);
     sigemptyset(&ours);
     sigaddset(&ours, s->o.signo);
     pthread_sigmask(SIG_UNBLOCK, &ours, NULL);
@@ -857,7 +881,6 @@ sp_sampler_start(sp_sampler *s)
     pthread_condattr_t ca;
     sigset_t           all, old;
     sp_sampler        *expected = NULL;
-    void              *prime[4];
 
     if (s == NULL) {
         return SP_ERR_INVALID;
@@ -886,7 +909,7 @@ sp_sampler_start(sp_sampler *s)
     /* Per-thread caches keep the handler off libunwind's global lock; one
      * backtrace now fills what can be filled before any signal. */
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-    (void)unw_backtrace(prime, 4);
+    sp_thread_prime(&sp_tls);
 
     s->objects_changes = sp_objects_change_count();
     sp_objects_publish(s);

@@ -569,6 +569,8 @@ run_busy_thread(void *arg)
     b->tid = (pid_t)syscall(SYS_gettid);
     memset(trace, 0x44, 16);
     memset(span, 0x55, 8);
+    /* As the servers' threads do where they start work. */
+    sp_sampler_admit(b->sampler);
     if (b->with_span) {
         sp_sampler_enter(b->sampler, trace, span);
     }
@@ -832,6 +834,95 @@ continuous_reaches_a_blocking_thread_once_admitted(void **state)
     assert_int_equal(per[1], 0);
     sp_sampler_destroy(s);
     fx_close(&fx);
+}
+
+/*
+ * libunwind, in a module loaded by dlopen, has its per-thread caches in
+ * dynamic TLS, which glibc allocates with malloc at a thread's first
+ * unwind: in the handler, over an interrupted malloc, that deadlocked. So
+ * the handler unwinds only a thread that unwound once outside it (admit,
+ * enter, start). One that takes the signal before (it never blocked it)
+ * gives no sample, counted as no stack; once admitted, it does.
+ */
+typedef struct late_thread {
+    atomic_bool *stop;
+    atomic_bool *admit;
+    pid_t        tid;
+    sp_sampler  *sampler;
+} late_thread;
+
+static void *
+run_late_thread(void *arg)
+{
+    late_thread *l = arg;
+
+    l->tid = (pid_t)syscall(SYS_gettid);
+    while (!atomic_load(l->stop)) {
+        if (atomic_load(l->admit)) {
+            sp_sampler_admit(l->sampler);
+        }
+        burn_unattached(5);
+    }
+    return NULL;
+}
+
+static size_t
+fx_count_of(fixture *fx, pid_t tid)
+{
+    size_t i, n = 0;
+
+    fx_drain(fx);
+    for (i = 0; i < fx->count; i++) {
+        n += fx->got[i].s.tid == (uint32_t)tid;
+    }
+    return n;
+}
+
+static void
+a_thread_is_unwound_only_once_admitted(void **state)
+{
+    sp_sampler_options o = { .continuous_interval_ms = 10 };
+    atomic_bool       stop = false, admit = false;
+    late_thread       l = { &stop, &admit, 0, NULL };
+    sp_sampler_stats  st;
+    pthread_t         th;
+    fixture           fx;
+    sp_sampler       *s;
+    size_t            before, after;
+    int               waited;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    l.sampler = s;
+    assert_int_equal(pthread_create(&th, NULL, run_late_thread, &l), 0);
+    for (waited = 0; waited < 30000; waited += 100) {
+        usleep(100000);
+        sp_sampler_stats_get(s, &st);
+        if (st.no_stack >= 3) {
+            break;
+        }
+    }
+    sp_sampler_stats_get(s, &st);
+    before = fx_count_of(&fx, l.tid);
+
+    atomic_store(&admit, true);
+    for (waited = 0; waited < 30000; waited += 100) {
+        usleep(100000);
+        if (fx_count_of(&fx, l.tid) >= before + 3) {
+            break;
+        }
+    }
+    atomic_store(&stop, true);
+    pthread_join(th, NULL);
+    sp_sampler_stop(s);
+    after = fx_count_of(&fx, l.tid);
+    sp_sampler_destroy(s);
+    fx_close(&fx);
+    assert_true(st.no_stack >= 3);
+    assert_int_equal(before, 0);
+    assert_true(after >= 3);
 }
 
 /*
@@ -1542,6 +1633,7 @@ main(void)
         cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
         cmocka_unit_test(unselected_spans_get_continuous_samples_only),
         cmocka_unit_test(continuous_reaches_a_blocking_thread_once_admitted),
+        cmocka_unit_test(a_thread_is_unwound_only_once_admitted),
         cmocka_unit_test(each_source_keeps_its_own_period),
         cmocka_unit_test(weights_add_up_to_the_cpu_time_sampled),
         cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
