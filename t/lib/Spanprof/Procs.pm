@@ -83,10 +83,19 @@ sub get_ok {
                                   Proto => 'tcp', Timeout => 5) or return 0;
     print $s "GET " . ($path // '/') . " HTTP/1.0\r\nHost: localhost\r\n"
         . join('', map { "$_\r\n" } @headers) . "\r\n";
+    # select returns early on a signal (load_stop's TERM): read on until
+    # the answer ends or the deadline passes.
     my $sel = IO::Select->new($s);
     my ($resp, $end) = ('', time + 10);
-    while ($sel->can_read($end - time > 0 ? $end - time : 0)) {
-        sysread($s, $resp, 4096, length $resp) or last;
+    while ((my $left = $end - time) > 0) {
+        $! = 0;
+        unless ($sel->can_read($left)) {
+            next if $!{EINTR};
+            last;
+        }
+        my $got = sysread($s, $resp, 4096, length $resp);
+        next if !defined $got && $!{EINTR};
+        last unless $got;
     }
     return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
 }
@@ -106,9 +115,14 @@ sub load_start {
             close $rd;
             my ($n, $bad, $stop) = (0, 0, 0);
             local $SIG{TERM} = sub { $stop = 1 };
+            # TERM waits until the request in flight is answered: a
+            # connect or read it cut short would count as a failure.
+            my $term = POSIX::SigSet->new(POSIX::SIGTERM());
             until ($stop) {
                 $n++;
+                POSIX::sigprocmask(POSIX::SIG_BLOCK(), $term);
                 $bad++ unless get_ok($port, $next ? $next->($c, $n) : ());
+                POSIX::sigprocmask(POSIX::SIG_UNBLOCK(), $term);
             }
             print $wr "$n $bad\n";
             close $wr;
