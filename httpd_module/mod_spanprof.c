@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <sp_clock.h>
 #include <sp_config.h>
 #include <sp_entry.h>
 #include <sp_exporter_launch.h>
@@ -110,6 +111,8 @@ typedef struct {
                                   which a redirect's request shares */
     apr_os_thread_t  thread;   /* the one that entered it */
     int           finished;
+    apr_uint64_t  end_ns;      /* 0: when its pool goes */
+    ap_filter_t  *stream_end;  /* on its HTTP/2 stream's connection */
     /* As logged (spanprof_note_outcome): later, when the pool goes,
      * mod_http2 has marked a stream's connection aborted whether or not
      * the client went away. */
@@ -138,6 +141,8 @@ static int               spanprof_on_inside;
 /* "Spanprof On" in a virtual host or a directory section, in this reading
  * of the configuration (sp_config_note_scope_on). */
 static int               spanprof_scope_on;
+/* spanprof_stream_end_filter's, registered once per load. */
+static ap_filter_rec_t  *spanprof_stream_end_handle;
 
 /*
  * In the parent: one exporter process, watched from its start to its
@@ -918,6 +923,9 @@ spanprof_request_done(void *data)
         return APR_SUCCESS;
     }
     sr->finished = 1;
+    if (sr->stream_end != NULL) {
+        sr->stream_end->ctx = NULL;     /* the filter outlives the pool */
+    }
     spanprof_stop_sampling(sr);
     if (!spanprof_enabled_here(last) || spanprof_ring == NULL
         || (sr->upgrading && r->status == HTTP_SWITCHING_PROTOCOLS))
@@ -1000,6 +1008,7 @@ spanprof_request_done(void *data)
         h.status = 499;
     }
     h.pid = (uint32_t) getpid();
+    h.end_ns = sr->end_ns;
     (void) sp_entry_finish(&spanprof_policy, &sr->entry, &h, spanprof_ring);
     return APR_SUCCESS;
 }
@@ -1158,6 +1167,11 @@ spanprof_post_read_request(request_rec *r)
         return DECLINED;
     }
     sr = spanprof_begin(r);
+    /* A connection filter: the EOR goes to the connection's filters. */
+    if (r->connection->master != NULL) {
+        sr->stream_end = ap_add_output_filter_handle(
+            spanprof_stream_end_handle, sr, NULL, r->connection);
+    }
 
     /* This thread may still carry a span whose request is not freed yet
      * (its last bucket waits for write completion): none of that one's. */
@@ -1182,6 +1196,36 @@ spanprof_post_read_request(request_rec *r)
         }
     }
     return DECLINED;
+}
+
+/*
+ * An HTTP/2 stream's request ends on its secondary connection when its
+ * EOR bucket passes, on the worker thread that served it. mod_http2 keeps
+ * that bucket, and so logs the request and frees its pool (our cleanup),
+ * only when the main connection next purges finished streams: with
+ * another stream of the session still running, seconds later. Until
+ * then the span lasted seconds it did not, and the worker, waiting idle
+ * for its next stream, was sampled under it at the snapshot interval.
+ */
+static apr_status_t
+spanprof_stream_end_filter(ap_filter_t *f, apr_bucket_brigade *bb)
+{
+    spanprof_request *sr = f->ctx;
+    apr_bucket       *b;
+
+    if (sr == NULL) {
+        return ap_pass_brigade(f->next, bb);
+    }
+    for (b = APR_BRIGADE_FIRST(bb); b != APR_BRIGADE_SENTINEL(bb);
+         b = APR_BUCKET_NEXT(b))
+    {
+        if (AP_BUCKET_IS_EOR(b)) {
+            sr->end_ns = sp_realtime_ns();
+            spanprof_stop_sampling(sr);
+            break;
+        }
+    }
+    return ap_pass_brigade(f->next, bb);
 }
 
 /* The initial request is about to be switched (h2c): it is no span. */
@@ -1534,6 +1578,9 @@ spanprof_register_hooks(apr_pool_t *p)
                             APR_HOOK_REALLY_FIRST);
     ap_hook_log_transaction(spanprof_log_transaction, NULL, NULL,
                             APR_HOOK_REALLY_LAST);
+    spanprof_stream_end_handle = ap_register_output_filter(
+        "SPANPROF_STREAM_END", spanprof_stream_end_filter, NULL,
+        AP_FTYPE_CONNECTION);
 }
 
 static const command_rec spanprof_commands[] = {

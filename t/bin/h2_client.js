@@ -14,7 +14,10 @@
 // plan: { "port": N, "requests": [ { "path": "/x", "method": "GET",
 //           "headers": [[name, value], ...], "sensitive": [names],
 //           "body": "text", "more_body": true,
-//           "reset_after": bytes, "reset_after_ms": ms } ] }
+//           "reset_after": bytes, "reset_after_ms": ms,
+//           "connection": N } ] }
+// Requests with the same connection number (default 0) are streams of
+// one connection, made when its first request is sent.
 // A request with reset_after is reset (RST_STREAM CANCEL) once that many
 // bytes of its response body came (0: as soon as its headers came); one
 // with reset_after_ms, that long after it was sent. With more_body, the
@@ -31,13 +34,22 @@ let input = '';
 process.stdin.on('data', (d) => { input += d; });
 process.stdin.on('end', () => {
   const plan = JSON.parse(input);
-  const session = http2.connect(`http://127.0.0.1:${plan.port}`, {
-    // Room for every stream of the plan at once, and for big header
-    // blocks: the server's limits are what is tested.
-    maxSendHeaderBlockLength: 1 << 20,
-    peerMaxConcurrentStreams: plan.requests.length,
-  });
   const results = plan.requests.map(() => ({ status: 0, bytes: 0, body: '' }));
+  const sessions = new Map();
+  const connect = (n) => {
+    if (sessions.has(n)) return sessions.get(n);
+    const session = http2.connect(`http://127.0.0.1:${plan.port}`, {
+      // Room for every stream of the plan at once, and for big header
+      // blocks: the server's limits are what is tested.
+      maxSendHeaderBlockLength: 1 << 20,
+      peerMaxConcurrentStreams: plan.requests.length,
+    });
+    session.on('error', (e) => {
+      results.sessionError = e.code || e.message;
+    });
+    sessions.set(n, session);
+    return session;
+  };
   let left = plan.requests.length;
   const finish = () => {
     process.stdout.write(JSON.stringify(results) + '\n');
@@ -45,7 +57,7 @@ process.stdin.on('end', () => {
   };
   const done = () => {
     if (--left > 0) return;
-    session.close();
+    for (const session of sessions.values()) session.close();
     finish();
   };
   // A server that never answers some stream must not hang the test: what
@@ -54,10 +66,10 @@ process.stdin.on('end', () => {
     results.forEach((r) => { if (!r.status && !r.error) r.error = 'timeout'; });
     finish();
   }, plan.timeout_ms || 30000).unref();
-  session.on('error', (e) => { results.sessionError = e.code || e.message; });
 
   plan.requests.forEach((q, i) => {
     const res = results[i];
+    const session = connect(q.connection || 0);
     const headers = {
       ':method': q.method || 'GET',
       ':path': q.path,
