@@ -3,22 +3,13 @@
  */
 #include "sp_entry.h"
 #include "sp_baggage.h"
+#include "sp_clock.h"
 #include "sp_http_authority.h"
 #include "sp_record.h"
 #include "sp_span_put.h"
 #include "sp_text.h"
 
 #include <string.h>
-#include <time.h>
-
-static uint64_t
-sp_realtime_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void
 sp_entry_policy_from_config(const sp_config *c, sp_entry_policy *out)
