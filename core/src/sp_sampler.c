@@ -786,11 +786,22 @@ sp_sample_all_threads(sp_sampler *s, pid_t *tids)
     }
 }
 
+uint64_t
+sp_sweep_next_due(uint64_t due_ns, uint64_t interval_ns, uint64_t start_ns,
+                  uint64_t end_ns)
+{
+    uint64_t next = due_ns + interval_ns;
+    uint64_t rested = end_ns + SP_SWEEP_REST * (end_ns - start_ns);
+
+    return end_ns >= start_ns && rested > next ? rested : next;
+}
+
 static void *
 sp_continuous_main(void *arg)
 {
     sp_sampler     *s = arg;
-    struct timespec next;
+    struct timespec due_at;
+    uint64_t        due, start, interval;
     pid_t          *tids;
 
     s->thread_tid = sp_gettid();
@@ -799,25 +810,25 @@ sp_continuous_main(void *arg)
     if (tids == NULL) {
         return NULL;
     }
-    clock_gettime(CLOCK_MONOTONIC, &next);
+    interval = s->o.continuous_interval_ms * 1000000ull;
+    due = sp_clock_ns(CLOCK_MONOTONIC) + interval;
     pthread_mutex_lock(&s->stop_lock);
     while (!s->stopping) {
-        next.tv_sec += s->o.continuous_interval_ms / 1000;
-        next.tv_nsec += (long)(s->o.continuous_interval_ms % 1000) * 1000000L;
-        if (next.tv_nsec >= 1000000000L) {
-            next.tv_sec++;
-            next.tv_nsec -= 1000000000L;
-        }
+        due_at.tv_sec = (time_t)(due / 1000000000ull);
+        due_at.tv_nsec = (long)(due % 1000000000ull);
         while (!s->stopping
                && pthread_cond_timedwait(&s->stop_cond, &s->stop_lock,
-                                         &next) != ETIMEDOUT)
+                                         &due_at) != ETIMEDOUT)
         {
         }
         if (s->stopping) {
             break;
         }
         pthread_mutex_unlock(&s->stop_lock);
+        start = sp_clock_ns(CLOCK_MONOTONIC);
         sp_sample_all_threads(s, tids);
+        due = sp_sweep_next_due(due, interval, start,
+                                sp_clock_ns(CLOCK_MONOTONIC));
         pthread_mutex_lock(&s->stop_lock);
     }
     pthread_mutex_unlock(&s->stop_lock);

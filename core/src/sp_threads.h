@@ -6,6 +6,7 @@
 #define SP_THREADS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -14,5 +15,20 @@
  * them; returns how many. 0 when /proc/self/task cannot be read.
  */
 size_t sp_threads_list(pid_t except, pid_t *tids, size_t cap);
+
+/* At most this share of a CPU goes to the sweeps: 1 / (1 + rest). */
+#define SP_SWEEP_REST 9
+
+/*
+ * When the sweep after one due at due_ns, that ran from start_ns to
+ * end_ns, is due (monotonic nanoseconds): an interval later, but never
+ * sooner than SP_SWEEP_REST times the sweep's length after its end. A
+ * sweep reads every thread's state from /proc (about 10 us a thread):
+ * 150 threads at a 1 ms interval made sweeps run back to back, a CPU per
+ * child, and falling further behind. Sweeps are not made up for: a
+ * sample's period is the real time since its thread's previous one.
+ */
+uint64_t sp_sweep_next_due(uint64_t due_ns, uint64_t interval_ns,
+                           uint64_t start_ns, uint64_t end_ns);
 
 #endif

@@ -1120,6 +1120,34 @@ sweep_lists_every_thread_but_one_in_thread_id_order(void **state)
     }
 }
 
+/* A sweep shorter than its interval keeps the interval's beat; a long one
+ * is followed by SP_SWEEP_REST times its length of rest, and the sweeps
+ * it delayed are not made up for. */
+static void
+a_long_sweep_is_followed_by_rest_not_by_another(void **state)
+{
+    const uint64_t ms = 1000000;
+
+    (void)state;
+    /* 10 ms interval, a 0.1 ms sweep: due 10 ms after the last was due. */
+    assert_int_equal(sp_sweep_next_due(100 * ms, 10 * ms, 100 * ms,
+                                       100 * ms + ms / 10), 110 * ms);
+    /* 1 ms interval, a 1.4 ms sweep (150 threads): not again at once. */
+    assert_int_equal(sp_sweep_next_due(100 * ms, ms, 100 * ms,
+                                       101 * ms + 4 * ms / 10),
+                     101 * ms + 4 * ms / 10 + SP_SWEEP_REST * 14 * ms / 10);
+    /* Started late (the thread was not scheduled): rest is counted from
+     * the sweep's own length, not from when it was due. */
+    assert_int_equal(sp_sweep_next_due(100 * ms, ms, 150 * ms,
+                                       150 * ms + ms / 100),
+                     150 * ms + ms / 100 + SP_SWEEP_REST * ms / 100);
+    assert_true(sp_sweep_next_due(100 * ms, ms, 150 * ms,
+                                  150 * ms + ms / 100) > 150 * ms);
+    /* A clock that went backwards costs no rest. */
+    assert_int_equal(sp_sweep_next_due(100 * ms, 10 * ms, 105 * ms,
+                                       104 * ms), 110 * ms);
+}
+
 /* ---- blocking calls in sampled threads */
 
 typedef struct blocker {
@@ -1637,6 +1665,7 @@ main(void)
         cmocka_unit_test(each_source_keeps_its_own_period),
         cmocka_unit_test(weights_add_up_to_the_cpu_time_sampled),
         cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
+        cmocka_unit_test(a_long_sweep_is_followed_by_rest_not_by_another),
         cmocka_unit_test(snapshot_on_cpu_time_interrupts_no_blocked_call),
         cmocka_unit_test(
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
