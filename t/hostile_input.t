@@ -25,10 +25,10 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file write_file free_port nginx_conf
                         nginx_start httpd_conf httpd_start stop text_file
-                        top_dir wait_until);
+                        wait_until);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
-use Spanprof::Cases qw(spans raw_answer);
+use Spanprof::Cases qw(spans raw_answer h2_requests);
 use Spanprof::HeaderMatrix qw(check_samples_in_spans);
 use Spanprof::Procs qw(family thread_stacks);
 
@@ -96,17 +96,11 @@ SERVER
 sub httpd_server {
     my ($module) = @_;
     my $sub = new_dir();
+    # One child, so that one that died would show as another pid.
     my $port = httpd_conf($sub, module => $module, log_level => 'info',
-        modules => [qw(http2 proxy proxy_http deflate filter ratelimit env
+        one_child => 64, modules => [qw(http2 proxy proxy_http deflate filter ratelimit env
                        alias)],
         extra => <<"EXTRA");
-# One child, so that one that died would show as another pid.
-StartServers 1
-ServerLimit 1
-ThreadsPerChild 64
-MaxRequestWorkers 64
-MinSpareThreads 1
-MaxSpareThreads 64
 Protocols h2c http/1.1
 LimitRequestFieldSize 65536
 LimitRequestFields 1000
@@ -160,15 +154,9 @@ sub h1 {
     return ($status // 0, $body // '');
 }
 
-# The results of an HTTP/2 plan (t/bin/h2_client.js) sent to $port.
 sub h2 {
     my ($port, @requests) = @_;
-    my $plan = "$dir/h2plan.json";
-    write_file($plan, JSON::PP->new->encode(
-        { port => $port, requests => \@requests }));
-    my $out = `node ${\ top_dir()}/t/bin/h2_client.js < $plan`;
-    my $r = eval { JSON::PP->new->decode($out) } // [];
-    return @$r;
+    return h2_requests($port, "$dir/h2plan.json", @requests);
 }
 
 # The status the server logged for a case (after it stopped), or undef.

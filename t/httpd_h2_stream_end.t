@@ -18,13 +18,11 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use IO::Socket::INET;
-use JSON::PP ();
 use Test::More;
 
-use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
-                        stop top_dir);
+use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
-use Spanprof::Cases qw(spans wait_spans);
+use Spanprof::Cases qw(spans wait_spans h2_requests);
 use Spanprof::Procs qw(family);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -85,11 +83,8 @@ for my $round (1 .. $ROUNDS) {
               headers => [ [ baggage => 'splunk.trace.snapshot.volume='
                                         . 'off' ] ] };
     }
-    write_file("$dir/plan.json", JSON::PP->new->encode(
-        { port => $port, requests => \@requests }));
-    my $out = `node ${\ top_dir()}/t/bin/h2_client.js < $dir/plan.json`;
-    my $got = eval { JSON::PP->new->decode($out) } // [];
-    push @answers, map { $_->{status} } @$got;
+    push @answers, map { $_->{status} }
+                   h2_requests($port, "$dir/plan.json", @requests);
 }
 is(join(' ', @answers), join(' ', ('200 502') x ($ROUNDS * $CONNECTIONS)),
    'every fast stream answered 200, every slow one 502 (its backend\'s '

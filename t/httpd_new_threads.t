@@ -48,14 +48,8 @@ text_file("$top/big.txt", 10000);
 # streams come; (pid, port, dir).
 sub server {
     my $dir = new_dir();
-    my $port = httpd_conf($dir, log_level => 'info',
+    my $port = httpd_conf($dir, log_level => 'info', one_child => 64,
         modules => [qw(http2 deflate filter alias)], extra => <<"EXTRA");
-StartServers 1
-ServerLimit 1
-ThreadsPerChild 64
-MaxRequestWorkers 64
-MinSpareThreads 1
-MaxSpareThreads 64
 Protocols h2c http/1.1
 H2MinWorkers 1
 H2MaxWorkers 200

@@ -65,14 +65,8 @@ sub source_of {
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
-my $port = httpd_conf($dir, mpm => 'event', extra => <<"EXTRA");
-StartServers 1
-ServerLimit 1
-ThreadLimit $ALL
-ThreadsPerChild $ALL
-MaxRequestWorkers $ALL
-MinSpareThreads 1
-MaxSpareThreads $ALL
+my $port = httpd_conf($dir, mpm => 'event', one_child => $ALL,
+                      extra => <<"EXTRA");
 Timeout 60
 EXTRA
 my $parent = spawn({

@@ -31,14 +31,7 @@ my $MS = shift // 10000;
 my $SECONDS = shift // 60;
 
 my $dir = new_dir();
-my $port = httpd_conf($dir, extra => <<"CONF");
-StartServers 1
-ServerLimit 1
-ThreadLimit $THREADS
-ThreadsPerChild $THREADS
-MinSpareThreads 1
-MaxSpareThreads $THREADS
-MaxRequestWorkers $THREADS
+my $port = httpd_conf($dir, one_child => $THREADS, extra => <<"CONF");
 SpanprofProfiler On
 SpanprofProfilerCallStackInterval ${MS}ms
 SpanprofTracesExporter none

@@ -98,15 +98,9 @@ sub httpd_server {
     my ($dir, $mode, $port, $up) = @_;
     my $off = $mode eq 'off' ? 'Spanprof Off' : '';
     httpd_conf($dir, port => $port, module => $mode ne 'bare',
-               log_level => 'warn',
+               log_level => 'warn', one_child => 16,
                modules => [qw(proxy proxy_http deflate filter)],
                extra => <<"EXTRA");
-StartServers 1
-ServerLimit 1
-ThreadsPerChild 16
-MaxRequestWorkers 16
-MinSpareThreads 1
-MaxSpareThreads 16
 KeepAlive On
 MaxKeepAliveRequests 0
 DeflateCompressionLevel 9

@@ -9,13 +9,14 @@ use strict;
 use warnings;
 
 use IO::Socket::INET;
+use JSON::PP ();
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(read_file);
+use Spanprof::Server qw(read_file write_file top_dir);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(curl_case log_case upstream_case spans wait_spans
-                    arrived raw_answer traced_requests);
+                    arrived raw_answer traced_requests h2_requests);
 
 my $serial = 0;
 my $traced = 0;
@@ -141,6 +142,18 @@ sub raw_answer {
     my $answer = <$s> // '';
     close $s;
     return $answer;
+}
+
+# The results of an HTTP/2 plan sent to $port by t/bin/h2_client.js
+# (whose head says what a request and a result hold), the plan written to
+# the file $plan; one result per request, in order.
+sub h2_requests {
+    my ($port, $plan, @requests) = @_;
+    write_file($plan, JSON::PP->new->encode(
+        { port => $port, requests => \@requests }));
+    my $out = `node ${\ top_dir()}/t/bin/h2_client.js < $plan`;
+    my $r = eval { JSON::PP->new->decode($out) } // [];
+    return @$r;
 }
 
 1;

@@ -200,6 +200,13 @@ sub httpd_conf {
     my $level = $arg{log_level} // 'notice';
     my $load = join "\n", map { "LoadModule ${_}_module $mods/mod_$_.so" }
         @{ $arg{modules} // [] };
+    # one_child => N: a single child of N threads (a threaded MPM), all
+    # made at its start, so that the child's pid stays one to watch.
+    if (my $n = $arg{one_child}) {
+        $extra = "StartServers 1\nServerLimit 1\nThreadLimit $n\n"
+            . "ThreadsPerChild $n\nMaxRequestWorkers $n\n"
+            . "MinSpareThreads 1\nMaxSpareThreads $n\n$extra";
+    }
     $load .= "\nLoadModule spanprof_module $module" if $arg{module} // 1;
     my $types = -r '/etc/mime.types' ? '/etc/mime.types' : '/dev/null';
     write_file("$dir/httpd.conf", <<"CONF");
