@@ -53,6 +53,74 @@ typedef struct fixture {
 
 static volatile uint64_t sink;
 
+/*
+ * Every sampler a test made and has not destroyed. A failed assertion
+ * jumps out of the test before its own clean-up: a sampler left running
+ * owns the signal, and every later test in this binary would fail to
+ * start its own. The teardown undoes what a test may leave behind.
+ */
+#define SAMPLERS_MAX 2
+static sp_sampler *samplers_made[SAMPLERS_MAX];
+
+static sp_status
+sampler_create(const sp_sampler_options *o, sp_ring *ring, sp_sampler **out)
+{
+    sp_status rc;
+    size_t    i;
+
+    rc = sp_sampler_create(o, ring, out);
+    if (rc != SP_OK) {
+        return rc;
+    }
+    for (i = 0; i < SAMPLERS_MAX; i++) {
+        if (samplers_made[i] == NULL) {
+            samplers_made[i] = *out;
+            return SP_OK;
+        }
+    }
+    fail_msg("a test made more than %d samplers", SAMPLERS_MAX);
+    return SP_ERR_NOMEM;
+}
+
+static void
+sampler_destroy(sp_sampler *s)
+{
+    size_t i;
+
+    for (i = 0; i < SAMPLERS_MAX; i++) {
+        if (samplers_made[i] == s) {
+            samplers_made[i] = NULL;
+        }
+    }
+    sp_sampler_destroy(s);
+}
+
+static int
+undo_what_a_test_left(void **state)
+{
+    struct sigaction sa;
+    sigset_t         prof;
+    size_t           i;
+
+    (void)state;
+    for (i = 0; i < SAMPLERS_MAX; i++) {
+        sp_sampler_destroy(samplers_made[i]);
+        samplers_made[i] = NULL;
+    }
+    /* With no sampler left, a handler with siginfo is a test's stand-in
+     * for another owner: the next sampler would find the signal busy. */
+    if (sigaction(SIGPROF, NULL, &sa) == 0 && (sa.sa_flags & SA_SIGINFO)) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_DFL;
+        sigaction(SIGPROF, &sa, NULL);
+    }
+    /* A test that holds the signal would leave this thread unsampled. */
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+    return 0;
+}
+
 /* Burns this thread's CPU for ms milliseconds. */
 /* Each with its own constant: identical bodies would be folded into one
  * function (-fipa-icf), and a stack could not tell them apart. */
@@ -268,7 +336,7 @@ snapshot_samples_carry_their_threads_span_and_stack(void **state)
     (void)state;
     fx_open(&fx);
     timers_before = posix_timers();
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     for (k = 0; k < 3; k++) {
         memset(&st[k], 0, sizeof(st[k]));
@@ -345,7 +413,7 @@ snapshot_samples_carry_their_threads_span_and_stack(void **state)
         assert_true(per[k] >= 20);
         assert_true(before_burner[k] * 10 <= per[k]);
     }
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -366,7 +434,7 @@ switching_spans_never_mixes_stacks_and_ids(void **state)
     memset(span_a, 0xaa, 8);
     memset(span_b, 0xbb, 8);
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     /* 1.5 s of this thread's CPU, not of the wall clock: the timer counts
      * CPU time, and on a loaded machine 1.5 s of wall time gave the
@@ -399,7 +467,7 @@ switching_spans_never_mixes_stacks_and_ids(void **state)
     }
     assert_true(na >= 10);
     assert_true(nb >= 10);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -460,7 +528,7 @@ closed_on_another_thread(fixture *fx, int open_before)
 
     memset(span, 0x62, 8);
     fx_open(fx);
-    assert_int_equal(sp_sampler_create(&o, fx->ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx->ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     for (k = 0; k < open_before; k++) {
         other_span(other, k);
@@ -521,7 +589,7 @@ a_span_closed_on_another_thread_is_sampled_no_more(void **state)
     assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
     memset(other, 0, 8);
     assert_int_equal(sp_sampler_span_open(s, other), SP_ERR_INVALID);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -547,7 +615,7 @@ a_span_opened_after_a_thousand_others_is_sampled(void **state)
     /* Their slots are free again. */
     other_span(other, 5000);
     assert_int_equal(sp_sampler_span_open(s, other), SP_OK);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -630,7 +698,7 @@ continuous_covers_every_running_thread_but_its_own(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     for (k = 0; k < 4; k++) {
         b[k] = (busy_thread){ &stop, 0, k == 0, s };
@@ -677,7 +745,7 @@ continuous_covers_every_running_thread_but_its_own(void **state)
         assert_true(per[k] >= 3);
     }
     assert_true(with_span >= 3);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -702,7 +770,7 @@ unselected_spans_get_continuous_samples_only(void **state)
     memset(span_a, 0xa1, 8);
     memset(span_b, 0xb1, 8);
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     sp_sampler_enter(s, trace, span_a);
     burn_as_a(100);
@@ -728,12 +796,12 @@ unselected_spans_get_continuous_samples_only(void **state)
     assert_true(snap_a >= 5);
     assert_int_equal(snap_b, 0);
     assert_true(cont_b >= 5);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
 
     /* Snapshot only: the unselected span leaves the thread with none. */
     o.continuous_interval_ms = 0;
     fx.count = 0;
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     sp_sampler_enter(s, trace, span_a);
     burn_as_a(50);
@@ -745,7 +813,7 @@ unselected_spans_get_continuous_samples_only(void **state)
         assert_int_equal(frame_of(&fx.got[i], "burn_as_b"), -1);
         assert_int_not_equal(fx.got[i].s.span_id[0], 0xb1);
     }
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -794,7 +862,7 @@ continuous_reaches_a_blocking_thread_once_admitted(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     /* Born with every signal blocked, as httpd's are: a thread that
      * blocked them itself could be signalled before it did, and the one
@@ -832,7 +900,7 @@ continuous_reaches_a_blocking_thread_once_admitted(void **state)
     }
     assert_true(per[0] >= 5);
     assert_int_equal(per[1], 0);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -893,7 +961,7 @@ a_thread_is_unwound_only_once_admitted(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     l.sampler = s;
     assert_int_equal(pthread_create(&th, NULL, run_late_thread, &l), 0);
@@ -918,7 +986,7 @@ a_thread_is_unwound_only_once_admitted(void **state)
     pthread_join(th, NULL);
     sp_sampler_stop(s);
     after = fx_count_of(&fx, l.tid);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
     assert_true(st.no_stack >= 3);
     assert_int_equal(before, 0);
@@ -948,7 +1016,7 @@ each_source_keeps_its_own_period(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     b.sampler = s;
     assert_int_equal(pthread_create(&th, NULL, run_busy_thread, &b), 0);
@@ -993,7 +1061,7 @@ each_source_keeps_its_own_period(void **state)
                  "sample of their source", wrong,
                  n[SP_SOURCE_SNAPSHOT] + n[SP_SOURCE_CONTINUOUS]);
     }
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -1041,7 +1109,7 @@ weights_add_up_to_the_cpu_time_sampled(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     w.sampler = s;
     assert_int_equal(pthread_create(&th, NULL, run_weighed_thread, &w), 0);
@@ -1071,7 +1139,7 @@ weights_add_up_to_the_cpu_time_sampled(void **state)
                  (unsigned long long)(weighed / 1000000),
                  (unsigned long long)(w.cpu_ns / 1000000));
     }
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -1258,7 +1326,7 @@ run_blockers(const sp_sampler_options *o, blocker *b, blocker_counts *c)
     assert_int_equal(listen(lsock, 8), 0);
     getsockname(lsock, (struct sockaddr *)&sin, &len);
 
-    assert_int_equal(sp_sampler_create(o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     for (k = 0; k < B_KINDS; k++) {
         b[k] = (blocker){ .kind = k, .stop = &stop, .sampler = s };
@@ -1294,7 +1362,7 @@ run_blockers(const sp_sampler_options *o, blocker *b, blocker_counts *c)
             c->blocked += g->s.state == SP_THREAD_BLOCKED;
         }
     }
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
     close(pipe_r[0]); close(pipe_r[1]);
     close(pipe_p[0]); close(pipe_p[1]);
@@ -1398,7 +1466,7 @@ deep_stacks_are_cut_and_flagged(void **state)
     memset(trace, 1, 16);
     memset(span, 2, 8);
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     sp_sampler_enter(s, trace, span);
     deep_recursion(40, 200);
@@ -1410,7 +1478,7 @@ deep_stacks_are_cut_and_flagged(void **state)
         assert_int_equal(fx.got[i].s.frame_count, 16);
         assert_true(fx.got[i].s.truncated);
     }
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -1434,11 +1502,11 @@ another_owner_of_the_signal_is_left_alone(void **state)
     sa.sa_sigaction = on_foreign_signal;
     sa.sa_flags = SA_SIGINFO;
     sigaction(SIGPROF, &sa, NULL);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_ERR_SIGNAL_BUSY);
     sigaction(SIGPROF, NULL, &now);
     assert_ptr_equal(now.sa_sigaction, on_foreign_signal);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     sa.sa_flags = 0;
     sa.sa_handler = SIG_DFL;
     sigaction(SIGPROF, &sa, NULL);
@@ -1461,8 +1529,8 @@ start_and_stop_are_idempotent_and_leave_nothing(void **state)
     memset(span, 4, 8);
     fx_open(&fx);
     timers = posix_timers();
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &other), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &other), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     /* One sampler per process. */
@@ -1484,8 +1552,8 @@ start_and_stop_are_idempotent_and_leave_nothing(void **state)
     sp_sampler_enter(s, trace, span);
     burn_unattached(50);
     sp_sampler_leave(s);
-    sp_sampler_destroy(s);
-    sp_sampler_destroy(other);
+    sampler_destroy(s);
+    sampler_destroy(other);
     assert_int_equal(posix_timers(), timers);
     fx_close(&fx);
 }
@@ -1500,9 +1568,9 @@ bad_options_are_refused(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&none, fx.ring, &s), SP_ERR_INVALID);
-    assert_int_equal(sp_sampler_create(&slow, fx.ring, &s), SP_ERR_INVALID);
-    assert_int_equal(sp_sampler_create(&slow, NULL, &s), SP_ERR_INVALID);
+    assert_int_equal(sampler_create(&none, fx.ring, &s), SP_ERR_INVALID);
+    assert_int_equal(sampler_create(&slow, fx.ring, &s), SP_ERR_INVALID);
+    assert_int_equal(sampler_create(&slow, NULL, &s), SP_ERR_INVALID);
     fx_close(&fx);
 }
 
@@ -1533,7 +1601,7 @@ poll_republishes_objects_when_a_library_is_loaded(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     fx_drain(&fx);
     assert_int_equal(fx.objects_records, 1);
@@ -1556,7 +1624,7 @@ poll_republishes_objects_when_a_library_is_loaded(void **state)
 
     sp_sampler_stop(s);
     dlclose(h);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -1573,7 +1641,7 @@ objects_told_again_before_the_next_sample_for_a_new_reader(void **state)
 
     (void)state;
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     burn_unattached(30);
 
@@ -1600,7 +1668,7 @@ objects_told_again_before_the_next_sample_for_a_new_reader(void **state)
     assert_true(fx_has_object(&fx, "test_sampler"));
 
     sp_sampler_stop(s);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
 
@@ -1619,7 +1687,7 @@ poll_reports_drops_at_most_once_a_minute(void **state)
     memset(trace, 5, 16);
     memset(span, 6, 8);
     fx_open(&fx);
-    assert_int_equal(sp_sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     assert_int_equal(sp_sampler_poll(s), 0);
     /* A ring with no room left: every sample is dropped and counted. */
@@ -1646,37 +1714,39 @@ poll_reports_drops_at_most_once_a_minute(void **state)
     assert_int_equal(sp_sampler_poll(s), 0);
 
     sp_sampler_stop(s);
-    sp_sampler_destroy(s);
+    sampler_destroy(s);
     fx_close(&fx);
 }
+
+/* Each test with the teardown above, so that one failure stays one. */
+#define TEST(f) cmocka_unit_test_teardown(f, undo_what_a_test_left)
 
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(snapshot_samples_carry_their_threads_span_and_stack),
-        cmocka_unit_test(switching_spans_never_mixes_stacks_and_ids),
-        cmocka_unit_test(a_span_closed_on_another_thread_is_sampled_no_more),
-        cmocka_unit_test(a_span_opened_after_a_thousand_others_is_sampled),
-        cmocka_unit_test(continuous_covers_every_running_thread_but_its_own),
-        cmocka_unit_test(unselected_spans_get_continuous_samples_only),
-        cmocka_unit_test(continuous_reaches_a_blocking_thread_once_admitted),
-        cmocka_unit_test(a_thread_is_unwound_only_once_admitted),
-        cmocka_unit_test(each_source_keeps_its_own_period),
-        cmocka_unit_test(weights_add_up_to_the_cpu_time_sampled),
-        cmocka_unit_test(sweep_lists_every_thread_but_one_in_thread_id_order),
-        cmocka_unit_test(a_long_sweep_is_followed_by_rest_not_by_another),
-        cmocka_unit_test(snapshot_on_cpu_time_interrupts_no_blocked_call),
-        cmocka_unit_test(
+        TEST(snapshot_samples_carry_their_threads_span_and_stack),
+        TEST(switching_spans_never_mixes_stacks_and_ids),
+        TEST(a_span_closed_on_another_thread_is_sampled_no_more),
+        TEST(a_span_opened_after_a_thousand_others_is_sampled),
+        TEST(continuous_covers_every_running_thread_but_its_own),
+        TEST(unselected_spans_get_continuous_samples_only),
+        TEST(continuous_reaches_a_blocking_thread_once_admitted),
+        TEST(a_thread_is_unwound_only_once_admitted),
+        TEST(each_source_keeps_its_own_period),
+        TEST(weights_add_up_to_the_cpu_time_sampled),
+        TEST(sweep_lists_every_thread_but_one_in_thread_id_order),
+        TEST(a_long_sweep_is_followed_by_rest_not_by_another),
+        TEST(snapshot_on_cpu_time_interrupts_no_blocked_call),
+        TEST(
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
-        cmocka_unit_test(deep_stacks_are_cut_and_flagged),
-        cmocka_unit_test(another_owner_of_the_signal_is_left_alone),
-        cmocka_unit_test(start_and_stop_are_idempotent_and_leave_nothing),
-        cmocka_unit_test(bad_options_are_refused),
-        cmocka_unit_test(poll_republishes_objects_when_a_library_is_loaded),
-        cmocka_unit_test(
-            objects_told_again_before_the_next_sample_for_a_new_reader),
-        cmocka_unit_test(poll_reports_drops_at_most_once_a_minute),
+        TEST(deep_stacks_are_cut_and_flagged),
+        TEST(another_owner_of_the_signal_is_left_alone),
+        TEST(start_and_stop_are_idempotent_and_leave_nothing),
+        TEST(bad_options_are_refused),
+        TEST(poll_republishes_objects_when_a_library_is_loaded),
+        TEST(objects_told_again_before_the_next_sample_for_a_new_reader),
+        TEST(poll_reports_drops_at_most_once_a_minute),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
