@@ -21,11 +21,10 @@ use lib "$FindBin::Bin/lib";
 
 use IO::Socket::IP;
 use Test::More;
-use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir free_port read_file wait_until);
+use Spanprof::Server qw(new_dir free_port read_file);
 use Spanprof::Receiver;
-use Spanprof::Exporter qw(build_driver start_drive finish_drive run_drive
+use Spanprof::Exporter qw(build_driver start_drive finish_drive_when
                           balanced);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -38,8 +37,10 @@ my $BOUND_KB = 64 * 1024;
 my %FAST = (SPLUNK_PROFILER_EXPORT_INTERVAL => 200,
             OTEL_BSP_SCHEDULE_DELAY => 200, OTEL_EXPORTER_OTLP_TIMEOUT => 1000,
             SPANPROF_SERVER => 'nginx', SPANPROF_LOG_LEVEL => 'info');
+# Held until the test has what it waits for (finish_drive_when).
 my @STEADY = qw(--samples 600 --spans 60 --for-ms 6000 --every-ms 100
-                --hold-ms 500);
+                --hold-ms 60000);
+my @FEW = qw(--samples 10 --spans 5 --hold-ms 60000);
 
 sub signals {
     my ($rcv, $signal) = @_;
@@ -47,8 +48,17 @@ sub signals {
         $rcv->requests;
 }
 
+# All of @FEW's records at $rcv.
+sub all_arrived {
+    my ($rcv) = @_;
+    return sub {
+        my ($spans, $samples) = $rcv->collect;
+        return @$spans == 5 && @$samples == 10;
+    };
+}
+
 # One signal's endpoint stalled or down: the other's data arrives while
-# the driver still writes (4 s into its 6 s), at the other endpoint only.
+# the exporter runs, before it is stopped, at the other endpoint only.
 for my $case ([ stalled => 'logs' ], [ stalled => 'traces' ],
               [ down => 'logs' ], [ down => 'traces' ])
 {
@@ -71,11 +81,10 @@ for my $case ([ stalled => 'logs' ], [ stalled => 'traces' ],
                    => $bad_url);
     my $h = start_drive(dir => $dir, driver => $driver, env => \%env,
                         args => \@STEADY);
-    sleep 4;
-    my $meanwhile = signals($ok, $good);
+    my $meanwhile = 0;
+    finish_drive_when($h, sub { ($meanwhile = signals($ok, $good)) >= 3 });
     ok($meanwhile >= 3, "$what: $good keeps flowing meanwhile "
-       . "($meanwhile requests in 4 s)");
-    finish_drive($h);
+       . "($meanwhile requests before the stop)");
     like($h->{stderr}, qr/started for .* logs otlp \Q@{[ $bad eq 'logs'
          ? $bad_url : $ok_url ]}\E, traces otlp \Q@{[ $bad eq 'logs'
          ? $ok_url : $bad_url ]}\E,/, "$what: two endpoints in the startup line");
@@ -98,10 +107,10 @@ SKIP: {
     skip 'no IPv6 loopback', 2 unless $v6;
     close $v6;
     my $rcv = Spanprof::Receiver->start(dir => $dir, host => '::1');
-    my $h = run_drive(dir => $dir, driver => $driver,
+    my $h = finish_drive_when(start_drive(dir => $dir, driver => $driver,
         env => { %FAST, OTEL_EXPORTER_OTLP_ENDPOINT =>
                      'http://[::1]:' . $rcv->port },
-        args => [qw(--samples 10 --spans 5 --hold-ms 300)]);
+        args => \@FEW), all_arrived($rcv));
     ok(signals($rcv, 'traces') && signals($rcv, 'logs'),
        'http://[::1]:PORT: both signals arrive over IPv6')
         or diag($h->{stderr});
@@ -110,25 +119,22 @@ SKIP: {
 
 {
     my $rcv = Spanprof::Receiver->start(dir => $dir);
-    my $h = run_drive(dir => $dir, driver => $driver,
+    my $h = finish_drive_when(start_drive(dir => $dir, driver => $driver,
         env => { %FAST, OTEL_EXPORTER_OTLP_ENDPOINT =>
                      'http://127.0.0.1:' . $rcv->port . '/' },
-        args => [qw(--samples 10 --spans 5 --hold-ms 300)]);
+        args => \@FEW), all_arrived($rcv));
     is($h->{counters}{exported}, 15, 'a trailing slash is ignored');
 }
 
 # The driver with %env until $until (a pattern of the exporter's log, or
-# a sub) is true (a busy machine may take seconds to start the exporter),
-# then stopped; its handle.
+# a sub) is true, then stopped; its handle.
 sub drive_until {
     my ($until, %env) = @_;
     my $h = start_drive(dir => $dir, driver => $driver, env => \%env,
                         args => [qw(--samples 1 --spans 1 --hold-ms 60000)]);
     my $cond = ref $until eq 'CODE' ? $until
              : sub { read_file($h->{log}) =~ $until };
-    wait_until($cond, 60);
-    kill 'TERM', $h->{pid};
-    return finish_drive($h);
+    return finish_drive_when($h, $cond);
 }
 
 # http:// to a collector's TLS port: gRPC says only "Socket closed"; the

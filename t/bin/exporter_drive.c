@@ -14,9 +14,10 @@
  * --samples/--spans are written at once, or spread over --for-ms in
  * batches every --every-ms; --flood-ms writes as fast as it can for that
  * long (records that find the ring full are dropped and counted, as a
- * worker's would be). Then it waits --hold-ms, prints the exporter's peak
- * RSS, stops it with SIGTERM and prints how it ended; with --no-stop it
- * exits instead, and the exporter must notice its parent's death.
+ * worker's would be). Then it waits --hold-ms (less if SIGUSR1 comes
+ * first), prints the exporter's peak RSS, stops it with SIGTERM and prints
+ * how it ended; with --no-stop it exits instead, and the exporter must
+ * notice its parent's death.
  *
  * Prints: "exporter PID", "driver PID", "written samples=N spans=N
  * ring_full=N", "exporter_hwm_kb N", "exporter_exit N|signal N".
@@ -67,6 +68,27 @@ sleep_ms(uint64_t ms)
     struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
 
     nanosleep(&ts, NULL);
+}
+
+static volatile sig_atomic_t hold_ended;
+
+static void
+end_hold(int signo)
+{
+    (void)signo;
+    hold_ended = 1;
+}
+
+/* --hold-ms, cut short by SIGUSR1: a test that polls for what it needs
+ * stops the exporter as soon as it has it, however slow the machine. */
+static void
+hold(uint64_t ms)
+{
+    uint64_t end = sp_monotonic_ms() + ms;
+
+    while (!hold_ended && sp_monotonic_ms() < end) {
+        sleep_ms(10);
+    }
 }
 
 /* The stack: drive_leaf <- drive_mid <- drive_root <- main. */
@@ -232,11 +254,17 @@ main(int argc, char **argv)
     uint8_t     source = SP_SOURCE_SNAPSHOT;
     int         stop = 1, pid, status, i;
     sp_exporter_launch l;
+    struct sigaction   sa;
     sp_config  *c;
     sp_shm      shm;
     sp_region  *region;
     sp_ring    *ring;
     static uint64_t objbuf[65536 / 8];
+
+    /* First: a SIGUSR1 is never taken for the default (termination). */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = end_hold;
+    sigaction(SIGUSR1, &sa, NULL);
 
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -349,7 +377,7 @@ main(int argc, char **argv)
            (unsigned long long)written_spans,
            (unsigned long long)ring_full);
     fflush(stdout);
-    sleep_ms(hold_ms);
+    hold(hold_ms);
     printf("exporter_hwm_kb %ld\n", hwm_kb(pid));
     fflush(stdout);
     if (!stop) {

@@ -11,11 +11,11 @@ use warnings;
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(top_dir read_file);
+use Spanprof::Server qw(top_dir read_file wait_until);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(build_driver start_drive finish_drive run_drive
-                    counters balanced);
+                    finish_drive_when counters balanced);
 
 my %running;
 
@@ -98,6 +98,17 @@ sub finish_drive {
 }
 
 sub run_drive { finish_drive(start_drive(@_)) }
+
+# For a driver started with a long --hold-ms: waits until $cond is true
+# (at most $timeout s, default 60; a busy machine may take seconds to
+# start the exporter and export), then ends the hold (SIGUSR1) so that the
+# driver stops the exporter as usual; finish_drive's handle.
+sub finish_drive_when {
+    my ($h, $cond, $timeout) = @_;
+    wait_until($cond, $timeout // 60);
+    kill 'USR1', $h->{pid};
+    return finish_drive($h);
+}
 
 # The last counters line of an exporter log (with $tag, e.g. "at exit"),
 # as a hash; undef when there is none. In nginx's, httpd's or the plain
