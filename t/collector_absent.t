@@ -18,7 +18,7 @@ use POSIX qw(WNOHANG);
 
 use Spanprof::Server qw(top_dir new_dir read_file free_port spawn
                         wait_for_port stop nginx_conf nginx_cmd httpd_conf
-                        httpd_cmd text_file);
+                        httpd_cmd text_file gzip_location);
 use Spanprof::Exporter qw(counters balanced);
 
 plan skip_all => 'not built (make build)'
@@ -30,12 +30,9 @@ my $CLIENTS = 4;
 
 sub nginx_server {
     my ($dir) = @_;
-    text_file("$dir/big.txt", 20000);
     my $port = nginx_conf($dir, workers => 2, log_level => 'info',
                           connections => 256,
-                          server => "location /big { alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0; }");
+                          server => gzip_location($dir, lines => 20000));
     return ($port, nginx_cmd($dir));
 }
 

@@ -30,7 +30,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
-                        httpd_conf httpd_cmd nginx_conf nginx_cmd text_file);
+                        httpd_conf httpd_cmd nginx_conf nginx_cmd text_file
+                        gzip_location);
 use Spanprof::Receiver qw(attribute);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -183,13 +184,8 @@ sub check {
 {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
-    text_file("$dir/big.txt", 120000);
     my $port = nginx_conf($dir, workers => 3, connections => 256,
-        server => "location /big {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }");
+        server => gzip_location($dir, lines => 120000));
     my $master = spawn({ %{ env_for($recv) },
                          SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
                          SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '10' },

@@ -25,7 +25,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file write_file free_port nginx_conf
                         nginx_start httpd_conf httpd_start stop text_file
-                        wait_until);
+                        wait_until gzip_location);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
 use Spanprof::Cases qw(spans raw_answer h2_requests);
@@ -69,6 +69,7 @@ sub nginx_server {
     my ($module) = @_;
     my $sub = new_dir();
     my $h2 = free_port();
+    my $big = gzip_location($dir);
     my $port = nginx_conf($sub, module => $module, log_level => 'info',
         http => <<"HTTP",
     large_client_header_buffers 4 64k;
@@ -79,11 +80,7 @@ HTTP
         server => <<"SERVER",
         listen 127.0.0.1:$h2 http2;
         access_log $sub/access.log hi;
-        location /big {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }
+        $big
         location /slow { alias $dir/big.txt; limit_rate 100k; }
         location /up { proxy_pass http://127.0.0.1:${\ $up->port}; }
 SERVER

@@ -18,7 +18,7 @@ use Time::HiRes qw(sleep time);
 use POSIX ();
 
 use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
-                        nginx_conf nginx_cmd text_file);
+                        nginx_conf nginx_cmd gzip_location);
 use Spanprof::Receiver;
 use Spanprof::Upstream;
 
@@ -29,15 +29,10 @@ plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
 my $up = Spanprof::Upstream->start(dir => $dir, proto => 'http');
-text_file("$dir/big.txt", 60000);
 my $port = nginx_conf($dir, connections => 256,
     http => '    add_header X-Trace $spanprof_trace_id always;',
     server => "location /slow { proxy_pass http://127.0.0.1:${\ $up->port}; }
-        location /big {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }");
+        " . gzip_location($dir, lines => 60000));
 
 my $master = spawn({
     OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,

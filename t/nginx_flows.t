@@ -29,7 +29,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_start
-                        stop text_file);
+                        stop gzip_location);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
 use Spanprof::Cases qw(curl_case log_case upstream_case spans wait_spans
@@ -48,7 +48,7 @@ my $recv = Spanprof::Receiver->start(dir => $dir);
 my $up = Spanprof::Upstream->start(dir => $dir, proto => 'http');
 my $ws = Spanprof::Upstream->start(dir => $dir, proto => 'http');
 my ($h2, $fail, $trickle) = (free_port(), free_port(), free_port());
-text_file("$dir/big.txt", 60000);
+my $big = gzip_location($dir, lines => 60000);
 
 my $upgrade = 'proxy_http_version 1.1; proxy_set_header Upgrade $http_upgrade;'
             . ' proxy_set_header Connection upgrade;';
@@ -104,11 +104,7 @@ HTTP
         }
         location /up { proxy_pass http://127.0.0.1:${\ $up->port}; }
         location /slow { proxy_pass http://127.0.0.1:$trickle; }
-        location /big {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }
+        $big
 SERVER
 );
 

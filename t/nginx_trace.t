@@ -15,7 +15,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
-                        spawn wait_for_port wait_for_log stop);
+                        spawn wait_for_port wait_for_log stop
+                        gzip_location);
 use Spanprof::Receiver qw(attribute);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -25,9 +26,10 @@ plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
 my ($port, $up, $h2) = (free_port(), free_port(), free_port());
-write_file("$dir/big.txt", join('', map { "line $_ of a text nginx gzips "
-                                          . "at level 9\n" } 1 .. 60000));
-chmod 0644, "$dir/big.txt";
+my $TRACE_ID = 'add_header X-Trace $spanprof_trace_id;';
+my $big = gzip_location($dir, lines => 49000, extra => $TRACE_ID);
+my $bigaio = gzip_location($dir, path => '/bigaio',
+                           extra => "aio threads; $TRACE_ID");
 my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
 
 write_file("$dir/nginx.conf", <<"CONF");
@@ -53,19 +55,8 @@ http {
         location /quiet { spanprof_propagate off;
                           proxy_pass http://127.0.0.1:$up; }
         location /off { spanprof off; proxy_pass http://127.0.0.1:$up; }
-        location /big {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-            add_header X-Trace \$spanprof_trace_id;
-        }
-        location /bigaio {
-            alias $dir/big.txt;
-            aio threads;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-            add_header X-Trace \$spanprof_trace_id;
-        }
+        $big
+        $bigaio
         location /fail { return 503; }
         location / { return 200 "ok\\n"; }
     }

@@ -16,7 +16,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop nginx_conf
-                        nginx_cmd httpd_conf httpd_cmd text_file wait_until);
+                        nginx_cmd httpd_conf httpd_cmd text_file wait_until
+                        gzip_location);
 use Spanprof::Receiver;
 
 my $why = Spanprof::Receiver::unavailable();
@@ -76,16 +77,10 @@ sub heavy_requests {
     }
 }
 
-my $BIG = '
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;';
-
 sub nginx_server {
     my ($dir, $scope) = @_;
-    text_file("$dir/big.txt", 60000);
     my $port = nginx_conf($dir, workers => 2, http => $scope,
-                          server => "location /big { alias $dir/big.txt;"
-                                    . "$BIG }");
+                          server => gzip_location($dir, lines => 60000));
     return ($port, nginx_cmd($dir));
 }
 

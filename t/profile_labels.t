@@ -22,7 +22,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file write_file spawn wait_for_port
-                        stop nginx_conf nginx_cmd text_file);
+                        stop nginx_conf nginx_cmd gzip_location);
 use Spanprof::Receiver qw(attribute);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -41,12 +41,8 @@ sub run {
     my (%extra) = @_;
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
-    text_file("$dir/big.txt", 60000);
-    my $port = nginx_conf($dir, workers => 2, server => "location /big {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }");
+    my $port = nginx_conf($dir, workers => 2,
+                          server => gzip_location($dir, lines => 60000));
     my $master = spawn({
         OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
         SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',

@@ -28,7 +28,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start httpd_conf
-                        httpd_start stop text_file wait_until);
+                        httpd_start stop text_file wait_until
+                        gzip_location);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Procs qw(family);
 
@@ -102,13 +103,8 @@ sub env_for {
 {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
-    text_file("$dir/big.txt", 20000);
-    my $port = nginx_conf($dir, workers => 2, server => "
-        location /big.txt {
-            alias $dir/big.txt;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }");
+    my $port = nginx_conf($dir, workers => 2,
+        server => gzip_location($dir, path => '/big.txt', lines => 20000));
     my $master = nginx_start($dir, $port, env_for($recv));
     ok($master, 'nginx starts') or diag(read_file("$dir/error.log"));
     my %old = map { $_->{pid} => 1 } family($master);

@@ -21,7 +21,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
-                        nginx_conf nginx_cmd free_port);
+                        nginx_conf nginx_cmd free_port gzip_location);
 use Spanprof::Receiver qw(attribute);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -54,13 +54,9 @@ END { local $?; if ($up) { kill "TERM", $up; waitpid($up, 0) } }
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
-my $port = nginx_conf($dir, server => "
-        location /slow {
-            proxy_pass http://127.0.0.1:$up_port;
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-            add_header X-Span \$spanprof_span_id;
-        }");
+my $port = nginx_conf($dir, server => gzip_location($dir, path => '/slow',
+    serve => "proxy_pass http://127.0.0.1:$up_port;",
+    extra => 'add_header X-Span $spanprof_span_id;'));
 my $master = spawn({
     OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
     SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',

@@ -15,7 +15,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
-                        httpd_conf spawn wait_for_port stop);
+                        httpd_conf spawn wait_for_port stop text_file
+                        gzip_location);
 use Spanprof::Receiver;
 
 my $why = Spanprof::Receiver::unavailable();
@@ -65,12 +66,6 @@ sub sources {
     return \%src;
 }
 
-sub big_file {
-    my ($path) = @_;
-    write_file($path, join('', map { "line $_ of a compressible text\n" } 1 .. 40000));
-    chmod 0644, $path;
-}
-
 sub above_info {
     my ($log, $re) = @_;
     return join "\n", grep { $_ =~ $re } split /\n/, $log;
@@ -81,7 +76,7 @@ sub above_info {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
     my $port = free_port();
-    big_file("$dir/big.txt");
+    my $big = gzip_location($dir, lines => 25000);
     my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
     write_file("$dir/nginx.conf", <<"CONF");
 load_module $module;
@@ -99,8 +94,7 @@ http {
     scgi_temp_path $dir/scgi;
     server {
         listen 127.0.0.1:$port;
-        location /big { alias $dir/big.txt; gzip on; gzip_comp_level 9;
-                     gzip_types text/plain; gzip_min_length 0; }
+        $big
     }
 }
 CONF
@@ -139,7 +133,7 @@ CONF
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
     my $mods = '/usr/lib/apache2/modules';
-    big_file("$dir/htdocs.big");
+    text_file("$dir/htdocs.big", 25000);
     my $port = httpd_conf($dir, mpm => 'worker', extra => <<"EXTRA");
 LoadModule deflate_module $mods/mod_deflate.so
 LoadModule filter_module $mods/mod_filter.so

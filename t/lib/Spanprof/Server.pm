@@ -17,7 +17,7 @@ use Exporter 'import';
 our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
                     nginx_conf nginx_cmd nginx_test nginx_start
                     httpd_conf httpd_cmd httpd_test httpd_start text_file
-                    bench_files bench_nginx_server
+                    gzip_location bench_files bench_nginx_server
                     stop wait_for_log http_get spawn wait_for_port
                     wait_until);
 
@@ -254,6 +254,23 @@ sub text_file {
     chmod 0644, $path;
 }
 
+# An nginx location that gzips at level 9, the CPU work the tests make
+# for the profilers to see. Options: path (/big), serve (what it serves:
+# "alias $dir/big.txt;"), extra (more directives inside), lines (first
+# write $dir/big.txt, a text_file of that many lines).
+sub gzip_location {
+    my ($dir, %arg) = @_;
+    text_file("$dir/big.txt", $arg{lines}) if $arg{lines};
+    my $path = $arg{path} // '/big';
+    my $serve = $arg{serve} // "alias $dir/big.txt;";
+    my $extra = defined $arg{extra} ? "\n            $arg{extra}" : '';
+    return "location $path {
+            $serve
+            gzip on; gzip_comp_level 9; gzip_types text/plain;
+            gzip_min_length 0;$extra
+        }";
+}
+
 # The benchmarks' documents in $root: small.html (1 KiB) and big.txt
 # (text_file's, 3500 lines, about 170 KiB).
 sub bench_files {
@@ -279,10 +296,7 @@ sub bench_nginx_server {
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
         }
-        location /big.txt {
-            gzip on; gzip_comp_level 9; gzip_types text/plain;
-            gzip_min_length 0;
-        }");
+        " . gzip_location($root, path => '/big.txt'));
 }
 
 sub httpd_test {
