@@ -737,6 +737,32 @@ spanprof_request_of(request_rec *r)
                                 &spanprof_module);
 }
 
+/*
+ * httpd's internal dummy connection: to wake a child it told to exit
+ * (prefork's idle-server maintenance, a graceful restart), httpd connects
+ * to its own listener and sends "OPTIONS * HTTP/1.0" with the user agent
+ * "<server version> (internal dummy connection)". No client made it: no
+ * span (each was one, an OPTIONS * span per child told to exit).
+ */
+static int
+spanprof_dummy_connection(request_rec *r)
+{
+    static const char  mark[] = " (internal dummy connection)";
+    const char        *ua;
+    size_t             n;
+
+    if (r->method_number != M_OPTIONS || r->uri == NULL
+        || strcmp(r->uri, "*") != 0
+        || strcmp(r->connection->client_ip, r->connection->local_ip) != 0)
+    {
+        return 0;
+    }
+    ua = apr_table_get(r->headers_in, "User-Agent");
+    n = ua != NULL ? strlen(ua) : 0;
+    return n >= sizeof(mark) - 1
+           && strcmp(ua + n - (sizeof(mark) - 1), mark) == 0;
+}
+
 static int
 spanprof_enabled_here(request_rec *r)
 {
@@ -1162,7 +1188,8 @@ spanprof_post_read_request(request_rec *r)
     /* Where a scope inside turns it on, the request begins as any; the
      * scope it ends in decides (fixups, spanprof_request_done). */
     if (!spanprof_active || r->main != NULL || r->prev != NULL
-        || (!spanprof_on_inside && !spanprof_enabled_here(r)))
+        || (!spanprof_on_inside && !spanprof_enabled_here(r))
+        || spanprof_dummy_connection(r))
     {
         return DECLINED;
     }
@@ -1403,7 +1430,9 @@ spanprof_log_refused(request_rec *r)
     if (r->the_request == NULL && r->status == HTTP_REQUEST_TIME_OUT) {
         return DECLINED;
     }
-    if (!spanprof_active || r->main != NULL || r->prev != NULL) {
+    if (!spanprof_active || r->main != NULL || r->prev != NULL
+        || spanprof_dummy_connection(r))
+    {
         return DECLINED;
     }
     sr = spanprof_request_of(r);
