@@ -31,7 +31,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
                         httpd_conf httpd_cmd nginx_conf nginx_cmd text_file
-                        gzip_location);
+                        gzip_location deflate_location);
 use Spanprof::Receiver qw(attribute);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -224,13 +224,7 @@ StartServers 3
 ServerLimit 16
 MaxRequestWorkers 48
 $threads
-Alias /big $dir/big.txt
-<Location /big>
-    SetOutputFilter DEFLATE
-</Location>
-<Directory $dir>
-    Require all granted
-</Directory>
+${\ deflate_location($dir) }
 EXTRA
     my $parent = spawn(env_for($recv), "$dir/stderr.log", httpd_cmd($dir));
     ok(wait_for_port($port), "$mpm: httpd listens")

@@ -25,7 +25,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file write_file free_port nginx_conf
                         nginx_start httpd_conf httpd_start stop text_file
-                        wait_until gzip_location);
+                        wait_until gzip_location deflate_location);
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
 use Spanprof::Cases qw(spans raw_answer h2_requests);
@@ -105,15 +105,8 @@ LimitRequestLine 16384
 H2MaxHeaderBlockLen 262144
 LogFormat "%r|%>s" hi
 CustomLog $sub/access.log hi
-Alias /big $dir/big.txt
+${\ deflate_location($dir) }
 Alias /slow $dir/big.txt
-<Directory $dir>
-    Require all granted
-</Directory>
-DeflateCompressionLevel 9
-<Location /big>
-    SetOutputFilter DEFLATE
-</Location>
 <Location /slow>
     SetOutputFilter RATE_LIMIT
     SetEnv rate-limit 100

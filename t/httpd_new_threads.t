@@ -21,7 +21,8 @@ use JSON::PP ();
 use Test::More;
 
 use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
-                        stop text_file top_dir wait_until);
+                        stop text_file top_dir wait_until
+                        deflate_location);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family get_ok thread_stacks);
 
@@ -53,14 +54,7 @@ sub server {
 Protocols h2c http/1.1
 H2MinWorkers 1
 H2MaxWorkers 200
-Alias /big $top/big.txt
-<Directory $top>
-    Require all granted
-</Directory>
-DeflateCompressionLevel 9
-<Location /big>
-    SetOutputFilter DEFLATE
-</Location>
+${\ deflate_location($top) }
 EXTRA
     my $pid = httpd_start($dir, $port,
         SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',

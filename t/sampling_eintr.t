@@ -16,7 +16,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
                         httpd_conf spawn wait_for_port stop text_file
-                        gzip_location);
+                        gzip_location deflate_location);
 use Spanprof::Receiver;
 
 my $why = Spanprof::Receiver::unavailable();
@@ -139,13 +139,7 @@ LoadModule deflate_module $mods/mod_deflate.so
 LoadModule filter_module $mods/mod_filter.so
 LoadModule alias_module $mods/mod_alias.so
 LogLevel info
-Alias /big $dir/htdocs.big
-<Location /big>
-    SetOutputFilter DEFLATE
-</Location>
-<Directory $dir>
-    Require all granted
-</Directory>
+${\ deflate_location($dir, file => "$dir/htdocs.big") }
 EXTRA
     my $parent = spawn({ %ENVS, OTEL_EXPORTER_OTLP_ENDPOINT =>
                              'http://127.0.0.1:' . $recv->port },

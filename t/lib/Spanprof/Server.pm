@@ -17,7 +17,7 @@ use Exporter 'import';
 our @EXPORT_OK = qw(top_dir free_port new_dir write_file read_file
                     nginx_conf nginx_cmd nginx_test nginx_start
                     httpd_conf httpd_cmd httpd_test httpd_start text_file
-                    gzip_location bench_files bench_nginx_server
+                    gzip_location bench_files bench_nginx_server deflate_location
                     stop wait_for_log http_get spawn wait_for_port
                     wait_until);
 
@@ -269,6 +269,25 @@ sub gzip_location {
             gzip on; gzip_comp_level 9; gzip_types text/plain;
             gzip_min_length 0;$extra
         }";
+}
+
+# httpd's counterpart, as configuration lines: path (/big) is file
+# ($dir/big.txt; with lines, first written as a text_file of that many)
+# through mod_deflate at level 9. Needs mod_deflate, mod_filter and
+# mod_alias loaded.
+sub deflate_location {
+    my ($dir, %arg) = @_;
+    my $path = $arg{path} // '/big';
+    my $file = $arg{file} // "$dir/big.txt";
+    text_file($file, $arg{lines}) if $arg{lines};
+    return "Alias $path $file
+<Directory $dir>
+    Require all granted
+</Directory>
+DeflateCompressionLevel 9
+<Location $path>
+    SetOutputFilter DEFLATE
+</Location>";
 }
 
 # The benchmarks' documents in $root: small.html (1 KiB) and big.txt
