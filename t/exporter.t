@@ -316,6 +316,18 @@ SKIP: {
          'text: the call stack format');
 }
 
+# --- stopped as soon as it started (a reload right after a start): it
+# still starts, exports what it was given and exits 0. The SIGTERM came
+# while it loaded its libraries, and killed it silently with all of it.
+
+{
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { base_env('http://127.0.0.1:' . $rcv->port) },
+        args => [qw(--samples 40 --spans 5 --hold-ms 0)]);
+    check_run($h, 'stopped at once');
+}
+
 # --- the supervisor dies: the exporter flushes and goes
 
 {

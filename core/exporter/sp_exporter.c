@@ -1502,7 +1502,9 @@ sp_exporter_claim(sp_exporter_loop *e)
 {
     bool waited = false;
 
-    while (!atomic_load(&e->stop)) {
+    /* Once at least: asked to stop before it ran, it still reads and
+     * exports what the workers wrote. */
+    for (;;) {
         if (sp_region_claim_reader(e->o.region, e->pid) == SP_OK) {
             /* The objects the workers told went to the reader before. */
             sp_region_want_objects(e->o.region);
@@ -1510,6 +1512,9 @@ sp_exporter_claim(sp_exporter_loop *e)
                 sp_log(e, SP_LOG_INFO, "previous exporter gone: reading");
             }
             return SP_OK;
+        }
+        if (atomic_load(&e->stop)) {
+            return SP_ERR_NOT_FOUND;
         }
         if (!waited) {
             sp_log(e, SP_LOG_INFO,
@@ -1520,7 +1525,6 @@ sp_exporter_claim(sp_exporter_loop *e)
         sp_region_want_reader(e->o.region, e->pid);
         sp_sleep_ms(SP_CLAIM_RETRY_MS);
     }
-    return SP_ERR_NOT_FOUND;
 }
 
 static void

@@ -7,6 +7,7 @@
  *                           value, SPANPROF_SERVER, SPANPROF_SERVER_VERSION,
  *                           SPANPROF_SERVER_EXE
  *   stderr                  the server's error log
+ *   SIGTERM, SIGINT         blocked until the handler below is in place
  * Its own knobs (README, "The exporter"): SPANPROF_CONSOLE_PATH,
  * SPANPROF_PROFILING_FORMAT=text, SPANPROF_EXPORTER_MAX_BYTES,
  * SPANPROF_DEBUG_DIRS, SPANPROF_COUNTERS_INTERVAL_MS.
@@ -205,6 +206,7 @@ main(int argc, char **argv)
     sp_shm              shm;
     sp_region          *region = NULL;
     struct sigaction    sa;
+    sigset_t            stops;
     char                err[512], msg[900];
     char                logs_url[SP_OTLP_HOST_MAX + 16];
     char                traces_url[SP_OTLP_HOST_MAX + 16];
@@ -244,6 +246,12 @@ main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
+    /* sp_exporter_spawn starts us with them blocked: one that came
+     * meanwhile is handled now. */
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &stops, NULL);
 
     sp_otlp_init(sp_grpc_log, NULL);
 

@@ -118,7 +118,9 @@ SP_API sp_status sp_exporter_create(const sp_exporter_options *o,
 /*
  * Claims the region's reader role for the pid, waiting while another
  * live exporter (the previous generation on reload) holds it. SP_OK, or
- * SP_ERR_NOT_FOUND when stopped first.
+ * SP_ERR_NOT_FOUND when stopped while another holds it. Stopped before
+ * the call, it still tries once: an exporter stopped right after its
+ * start reads what the workers wrote.
  */
 SP_API sp_status sp_exporter_claim(sp_exporter_loop *e);
 

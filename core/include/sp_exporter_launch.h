@@ -17,8 +17,14 @@
  *   signals             default dispositions but SIGHUP, ignored
  *                       (httpd's prefork signals its process group with
  *                       it on a restart; SIGTERM is the exporter's
- *                       stop), nothing blocked; SIGTERM when the
- *                       supervising process dies (PR_SET_PDEATHSIG).
+ *                       stop); SIGTERM and SIGINT blocked, nothing else:
+ *                       the exporter unblocks them once its handler is
+ *                       in place, so a stop that comes while it loads its
+ *                       libraries (a stop right after a start) is
+ *                       handled then instead of killing it with what it
+ *                       was to read. A wrapper in its place must exec it.
+ *                       SIGTERM when the supervising process dies
+ *                       (PR_SET_PDEATHSIG).
  * Every other descriptor is closed: listening sockets and log files of the
  * server never leak into it.
  */

@@ -278,7 +278,7 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
          pid_t parent)
 {
     struct sigaction dfl;
-    sigset_t         none;
+    sigset_t         stops;
     int              region, log, null_fd, sig;
 
     memset(&dfl, 0, sizeof(dfl));
@@ -336,8 +336,16 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
         }
     }
 
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    /*
+     * SIGTERM and SIGINT stay blocked through execve, until the exporter
+     * has its handler: one that came while it loaded its libraries (a
+     * stop right after the start) killed it with what it was given, and
+     * without its log lines. Pending, it is a stop asked at its start.
+     */
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    sigprocmask(SIG_SETMASK, &stops, NULL);
     execve(l->path, plan->argv, plan->envp);
     sp_child_say_exec_failed(plan, l->path, errno);
     _exit(127);
