@@ -10,6 +10,13 @@
 # stripped binary named only by a symbol that contains them, and Google's
 # pprof reading every profile. Then the deprecated text format: one
 # LogRecord per stack with the span's ids, its time and period.
+# source.event.period is checked as what it is, the real time since the
+# worker's previous sample (the time between the two), not as at least
+# the interval: a CPU-time timer fires on the kernel's tick, and a worker
+# preempted as its signal came takes that sample late, so its next one can
+# come well under a millisecond after it. The sampler read a sample's time
+# after its unwind, its period before: under load milliseconds apart, so
+# that the times of two samples disagreed with the period between them.
 
 use strict;
 use warnings;
@@ -75,6 +82,31 @@ sub run {
     return (\@reqs, $spans, $dir);
 }
 
+# Samples [pid, time in ms, source.event.period] whose period is not the
+# time since the previous sample of its worker, give or take $slack ms
+# (the rounding of the two), or for a worker's first sample, not at most
+# the time since that worker's first span began (its sampling began with
+# that span). Each run has fresh workers: all their samples are here.
+sub periods_bad {
+    my ($spans, $slack, @samples) = @_;
+    my (%first, %last, $bad);
+    for my $sp (@$spans) {
+        my $pid = attribute($sp->{resource}{attributes}, 'process.pid');
+        my $ms = $sp->{startTimeUnixNano} / 1e6;
+        $first{$pid} = $ms if !defined $first{$pid} || $ms < $first{$pid};
+    }
+    for my $s (sort { $a->[1] <=> $b->[1] } @samples) {
+        my ($pid, $ms, $period) = @$s;
+        my $ok = defined $period && $period >= 0 && (defined $last{$pid}
+            ? abs($period - ($ms - $last{$pid})) <= $slack
+            : defined $first{$pid} && $period <= $ms - $first{$pid} + $slack);
+        $bad++, diag("pid $pid at $ms ms: period " . ($period // 'none')
+                     . ' after ' . ($last{$pid} // 'none')) unless $ok;
+        $last{$pid} = $ms;
+    }
+    return $bad // 0;
+}
+
 # Every LogRecord with the process.pid of its ResourceLogs.
 sub records {
     my ($reqs) = @_;
@@ -121,6 +153,7 @@ my @recs = grep { $_->{pprof} } records($reqs);
 ok(@recs >= 2, 'profiles arrived') or diag(scalar @recs);
 
 my ($labels_bad, $frames_bad, $types_bad, $cut_bad, $nsamples) = (0) x 5;
+my @periods;
 my ($named, $misnamed, $map_ok, $cut, $whole) = (0) x 5;
 for my $lr (@recs) {
     my $res = $lr->{pprof}{resolved};
@@ -155,8 +188,9 @@ for my $lr (@recs) {
             && $l->{'thread.id'} == $lr->{pid}
             && $l->{'thread.os.id'} == $lr->{pid}
             && $l->{'thread.name'} eq 'nginx'
-            && $l->{'thread.state'} eq 'running'
-            && $l->{'source.event.period'} >= 1;
+            && $l->{'thread.state'} eq 'running';
+        push @periods, [$lr->{pid}, $l->{'source.event.time'},
+                        $l->{'source.event.period'}];
         # A stack that was not cut goes down to the program's entry.
         my $n = @{ $prof->{sample}[$i]{locationId} };
         my $last = $s->{frames}[-1]{function} // '';
@@ -186,7 +220,10 @@ for my $lr (@recs) {
 ok($nsamples >= 20, 'samples arrived') or diag($nsamples);
 is($labels_bad, 0, 'every sample: trace_id and span_id in lowercase hex of '
    . 'a span of its worker, its time within that span, the worker\'s '
-   . 'thread, running, a period of 1 ms or more');
+   . 'thread, running');
+# source.event.time is whole ms (cut), the period rounded to the ms
+is(periods_bad($spans, 1.5, @periods), 0, 'every sample: source.event.period '
+   . 'is the time since its worker\'s previous sample');
 is($frames_bad, 0, 'profiling.data.total.frame.count is the locations of '
    . 'all samples of its record');
 is($types_bad, 0, 'samples/count and cpu/nanoseconds, period type '
@@ -221,6 +258,7 @@ SKIP: {
 my @text = records($reqs);
 ok(@text >= 20, 'text: a LogRecord per stack arrived') or diag(scalar @text);
 my $bad = 0;
+@periods = ();
 for my $lr (@text) {
     my $sp = $span{ $lr->{spanId} // '' };
     my $ms = $lr->{timeUnixNano} / 1e6;
@@ -231,11 +269,16 @@ for my $lr (@text) {
         && $sp && $sp->{traceId} eq ($lr->{traceId} // '')
         && $ms >= $sp->{startTimeUnixNano} / 1e6 - 1
         && $ms <= $sp->{endTimeUnixNano} / 1e6 + 1
-        && (attribute($lr->{attributes}, 'source.event.period') // 0) >= 1
         && $body =~ /^"nginx" #$lr->{pid} /
         && @frames >= 1;
+    push @periods, [$lr->{pid}, $ms,
+                    attribute($lr->{attributes}, 'source.event.period')];
 }
 is($bad, 0, 'text: each with the TraceId and SpanId of a span, its Time '
-   . 'within that span, source.event.period, the worker\'s thread, frames');
+   . 'within that span, the worker\'s thread, frames');
+# Time in ns, the period rounded to the ms: 0.5 apart, and a little for the
+# two clocks the sampler reads one after the other
+is(periods_bad($spans, 0.75, @periods), 0, 'text: source.event.period is the '
+   . 'time since its worker\'s previous sample');
 
 done_testing();

@@ -370,6 +370,7 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     sp_sample     smp;
     sp_ring_token tok;
     uint64_t      now = sp_clock_ns(CLOCK_MONOTONIC);
+    uint64_t      real = sp_clock_ns(CLOCK_REALTIME);
     uint64_t      interval_ms, *last;
     void         *dst;
     int           n, max = s->o.max_depth;
@@ -386,7 +387,11 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
     }
 
     memset(&smp, 0, sizeof(smp));
-    smp.time_ns = sp_clock_ns(CLOCK_REALTIME);
+    /* Both clocks read before the unwind, which can take milliseconds (a
+     * cold cache, a preemption): the sample's time is the instant the
+     * stack is of, and the difference of two samples' times is their
+     * period. */
+    smp.time_ns = real;
     interval_ms = source == SP_SOURCE_SNAPSHOT ? s->o.snapshot_interval_ms
                                                : s->o.continuous_interval_ms;
     /* The real time since this thread's previous sample of this source,
