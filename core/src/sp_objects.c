@@ -7,6 +7,8 @@
 #include <elf.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -108,13 +110,34 @@ sp_object_visit(struct dl_phdr_info *info, size_t size, void *ctx)
     return 0;
 }
 
+/*
+ * With every signal blocked: the sampler's handler unwinds, and libunwind
+ * looks for a frame's unwind table with dl_iterate_phdr, under glibc's
+ * loader lock. A handler that came while this thread was half-way through
+ * taking or leaving that lock waited for it for good; one that came while
+ * this thread held it waited for libunwind's cache lock, held by another
+ * thread's handler waiting for the loader lock. Both happened in httpd's
+ * worker threads, which scan here after requests (sp_sampler_poll): then
+ * every thread the sampler signalled waited with them.
+ */
+static void
+sp_objects_scan(sp_object_scan *scan)
+{
+    sigset_t all, old;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    dl_iterate_phdr(sp_object_visit, scan);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 uint64_t
 sp_objects_change_count(void)
 {
     sp_object_scan scan;
 
     memset(&scan, 0, sizeof(scan));
-    dl_iterate_phdr(sp_object_visit, &scan);
+    sp_objects_scan(&scan);
     return scan.changes;
 }
 
@@ -137,7 +160,7 @@ sp_objects_build(uint32_t pid, uint32_t generation, size_t *len)
     }
     n = readlink("/proc/self/exe", scan->exe, sizeof(scan->exe) - 1);
     scan->exe[n > 0 ? n : 0] = '\0';
-    dl_iterate_phdr(sp_object_visit, scan);
+    sp_objects_scan(scan);
 
     size = sp_objects_size(scan->objects, scan->count);
     body = malloc(size);

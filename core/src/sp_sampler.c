@@ -922,8 +922,11 @@ sp_sampler_start(sp_sampler *s)
     s->generation = atomic_fetch_add(&sp_generations, 1) + 1;
     s->stopping = false;
 
-    /* Per-thread caches keep the handler off libunwind's global lock; one
-     * backtrace now fills what can be filled before any signal. */
+    /* Per-thread caches keep the handler off libunwind's global lock
+     * where libunwind has them; Debian's does not and silently takes the
+     * global one, locked while the unwind waits for glibc's loader lock
+     * (sp_objects_scan). One backtrace now fills what can be filled
+     * before any signal. */
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     sp_thread_prime(&sp_tls);
 

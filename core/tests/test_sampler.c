@@ -6,6 +6,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +27,7 @@
 #include "sp_ring.h"
 #include "sp_sampler.h"
 #include "sp_clock.h"
+#include "sp_objects.h"
 #include "sp_symbolizer.h"
 #include "sp_threads.h"
 
@@ -1216,6 +1220,108 @@ a_long_sweep_is_followed_by_rest_not_by_another(void **state)
                                        104 * ms), 110 * ms);
 }
 
+/* ---- the loader's lock */
+
+typedef struct loader_user {
+    atomic_bool *stop;
+    sp_sampler  *sampler;
+    _Atomic long rounds;
+    atomic_bool  done;
+} loader_user;
+
+/* A server's thread that works for a span and looks whether objects were
+ * loaded (sp_sampler_poll after a request), here without a pause. */
+static void *
+run_loader_user(void *arg)
+{
+    loader_user *u = arg;
+    uint8_t      trace[16], span[8];
+
+    memset(trace, 0x66, 16);
+    memset(span, 0x77, 8);
+    sp_sampler_admit(u->sampler);
+    sp_sampler_enter(u->sampler, trace, span);
+    while (!atomic_load(u->stop)) {
+        sink += sp_objects_change_count();
+        (void)recurse(8, 0);
+        atomic_fetch_add(&u->rounds, 1);
+    }
+    sp_sampler_leave(u->sampler);
+    atomic_store(&u->done, true);
+    return NULL;
+}
+
+/*
+ * The objects scan takes glibc's loader lock (dl_iterate_phdr), which the
+ * handler's unwind takes too, to find unwind tables, while it holds
+ * libunwind's cache lock (Debian's libunwind has no per-thread cache: the
+ * policy asked for falls back to the global one). A signal in the scan
+ * made two threads wait for each other's lock for good, or one for the
+ * lock it was half-way through leaving, then every thread sampled: an
+ * httpd worker child whose requests never ended. Threads that scan
+ * without a pause, sampled at 1 ms, libunwind's cache flushed all along
+ * (new unwind work, as new code paths bring): each ends when told.
+ */
+static void
+the_objects_scan_never_deadlocks_the_handlers(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1,
+                             .continuous_interval_ms = 1,
+                             .clock = SP_SAMPLER_CLOCK_WALL };
+    atomic_bool  stop = false;
+    loader_user  u[4];
+    pthread_t    th[4];
+    fixture      fx;
+    int          k, waited, done = 0;
+    sigset_t     prof;
+    sp_sampler  *s;
+
+    (void)state;
+    /* This thread watches: it takes no sample, so that it cannot wait
+     * with them. */
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, NULL);
+    fx_open(&fx);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    for (k = 0; k < 4; k++) {
+        u[k] = (loader_user){ .stop = &stop, .sampler = s };
+        assert_int_equal(pthread_create(&th[k], NULL, run_loader_user, &u[k]),
+                         0);
+    }
+    for (waited = 0; waited < 2000; waited += 10) {
+        unw_flush_cache(unw_local_addr_space, 0, 0);
+        usleep(10000);
+    }
+    atomic_store(&stop, true);
+    /* Each thread ends its round (valgrind: slowly) unless it waits for
+     * good: then the later tests would wait in dl_iterate_phdr too. */
+    for (waited = 0; waited < 60000 && done < 4; waited += 10) {
+        usleep(10000);
+        for (done = 0, k = 0; k < 4; k++) {
+            done += atomic_load(&u[k].done);
+        }
+    }
+    if (done < 4) {
+        fprintf(stderr, "deadlock: %d of 4 threads wait for good\n",
+                4 - done);
+        _exit(1);
+    }
+    for (k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        assert_true(atomic_load(&u[k].rounds) > 0);
+    }
+    /* While the handler is there: a sweep left the signal pending here,
+     * and its default action ends the process. */
+    pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+    sp_sampler_stop(s);
+    fx_drain(&fx);
+    assert_true(fx.count > 0);
+    sampler_destroy(s);
+    fx_close(&fx);
+}
+
 /* ---- blocking calls in sampled threads */
 
 typedef struct blocker {
@@ -1737,6 +1843,7 @@ main(void)
         TEST(weights_add_up_to_the_cpu_time_sampled),
         TEST(sweep_lists_every_thread_but_one_in_thread_id_order),
         TEST(a_long_sweep_is_followed_by_rest_not_by_another),
+        TEST(the_objects_scan_never_deadlocks_the_handlers),
         TEST(snapshot_on_cpu_time_interrupts_no_blocked_call),
         TEST(
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
