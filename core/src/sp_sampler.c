@@ -792,13 +792,13 @@ sp_sample_all_threads(sp_sampler *s, pid_t *tids)
 }
 
 uint64_t
-sp_sweep_next_due(uint64_t due_ns, uint64_t interval_ns, uint64_t start_ns,
-                  uint64_t end_ns)
+sp_sweep_next_due(uint64_t due_ns, uint64_t interval_ns, uint64_t end_ns,
+                  uint64_t cpu_ns)
 {
     uint64_t next = due_ns + interval_ns;
-    uint64_t rested = end_ns + SP_SWEEP_REST * (end_ns - start_ns);
+    uint64_t rested = end_ns + SP_SWEEP_REST * cpu_ns;
 
-    return end_ns >= start_ns && rested > next ? rested : next;
+    return rested > next ? rested : next;
 }
 
 static void *
@@ -806,7 +806,7 @@ sp_continuous_main(void *arg)
 {
     sp_sampler     *s = arg;
     struct timespec due_at;
-    uint64_t        due, start, interval;
+    uint64_t        due, cpu, interval;
     pid_t          *tids;
 
     s->thread_tid = sp_gettid();
@@ -830,10 +830,11 @@ sp_continuous_main(void *arg)
             break;
         }
         pthread_mutex_unlock(&s->stop_lock);
-        start = sp_clock_ns(CLOCK_MONOTONIC);
+        cpu = sp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         sp_sample_all_threads(s, tids);
-        due = sp_sweep_next_due(due, interval, start,
-                                sp_clock_ns(CLOCK_MONOTONIC));
+        cpu = sp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
+        due = sp_sweep_next_due(due, interval, sp_clock_ns(CLOCK_MONOTONIC),
+                                cpu);
         pthread_mutex_lock(&s->stop_lock);
     }
     pthread_mutex_unlock(&s->stop_lock);

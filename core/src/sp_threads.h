@@ -20,15 +20,17 @@ size_t sp_threads_list(pid_t except, pid_t *tids, size_t cap);
 #define SP_SWEEP_REST 9
 
 /*
- * When the sweep after one due at due_ns, that ran from start_ns to
- * end_ns, is due (monotonic nanoseconds): an interval later, but never
- * sooner than SP_SWEEP_REST times the sweep's length after its end. A
- * sweep reads every thread's state from /proc (about 10 us a thread):
- * 150 threads at a 1 ms interval made sweeps run back to back, a CPU per
- * child, and falling further behind. Sweeps are not made up for: a
- * sample's period is the real time since its thread's previous one.
+ * When the sweep after one due at due_ns, that ended at end_ns and took
+ * cpu_ns of its thread's CPU time, is due (monotonic nanoseconds): an
+ * interval later, but never sooner than SP_SWEEP_REST times that CPU time
+ * after its end. A sweep reads every thread's state from /proc (about 10
+ * us a thread): 150 threads at a 1 ms interval made sweeps run back to
+ * back, a CPU per child, and falling further behind. CPU time, not wall
+ * time: a sweep preempted on a busy machine (or serialized by valgrind)
+ * cost no more. Sweeps are not made up for: a sample's period is the real
+ * time since its thread's previous one.
  */
 uint64_t sp_sweep_next_due(uint64_t due_ns, uint64_t interval_ns,
-                           uint64_t start_ns, uint64_t end_ns);
+                           uint64_t end_ns, uint64_t cpu_ns);
 
 #endif
