@@ -248,9 +248,7 @@ main(int argc, char **argv)
     sigaction(SIGPIPE, &sa, NULL);
     /* sp_exporter_spawn starts us with them blocked: one that came
      * meanwhile is handled now. */
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGTERM);
-    sigaddset(&stops, SIGINT);
+    sp_exporter_stop_signals(&stops);
     sigprocmask(SIG_UNBLOCK, &stops, NULL);
 
     sp_otlp_init(sp_grpc_log, NULL);

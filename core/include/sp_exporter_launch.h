@@ -34,6 +34,8 @@
 #include "sp_common.h"
 #include "sp_config.h"
 
+#include <signal.h>
+
 #define SP_EXPORTER_NAME          "spanprof-exporter"
 #define SP_EXPORTER_PATH_ENV      "SPANPROF_EXPORTER_PATH"
 #define SP_EXPORTER_REGION_FD     3
@@ -89,6 +91,13 @@ typedef struct sp_exporter_launch {
  * failing exec shows as the child exiting with status 127.
  */
 SP_API sp_status sp_exporter_spawn(const sp_exporter_launch *l, int *pid);
+
+/*
+ * The stops (SIGTERM, SIGINT) the exporter is started with blocked, into
+ * set: sp_exporter_spawn blocks them, the exporter unblocks them once its
+ * handler is in place. One list, so the two cannot disagree.
+ */
+SP_API void sp_exporter_stop_signals(sigset_t *set);
 
 /*
  * The server exits: waits up to timeout_ms for the exporter it started

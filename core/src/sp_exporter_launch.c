@@ -342,13 +342,19 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
      * stop right after the start) killed it with what it was given, and
      * without its log lines. Pending, it is a stop asked at its start.
      */
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGTERM);
-    sigaddset(&stops, SIGINT);
+    sp_exporter_stop_signals(&stops);
     sigprocmask(SIG_SETMASK, &stops, NULL);
     execve(l->path, plan->argv, plan->envp);
     sp_child_say_exec_failed(plan, l->path, errno);
     _exit(127);
+}
+
+void
+sp_exporter_stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
 }
 
 sp_status
