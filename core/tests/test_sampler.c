@@ -168,20 +168,41 @@ outer_for_span_three(uint32_t ms)
     __asm__ volatile("" ::: "memory");
 }
 
-/* Through a volatile pointer: the compiler cannot turn it into a loop. */
-static uint32_t deep_recursion(uint32_t depth, uint32_t ms);
-static uint32_t (*volatile recurse)(uint32_t, uint32_t) = deep_recursion;
+/*
+ * The span, if any, is entered only at the bottom, so no sample under it
+ * comes from the way down, when the stack is still shallower than
+ * max_depth.
+ * Through a volatile pointer: the compiler cannot turn it into a loop.
+ */
+typedef struct {
+    sp_sampler     *sampler;
+    const uint8_t  *trace;
+    const uint8_t  *span;
+    uint32_t        ms;
+} deep_span;
+
+static const deep_span unentered;
+
+static uint32_t deep_recursion(uint32_t depth, const deep_span *d);
+static uint32_t (*volatile recurse)(uint32_t, const deep_span *) =
+    deep_recursion;
 
 static NOINLINE uint32_t
-deep_recursion(uint32_t depth, uint32_t ms)
+deep_recursion(uint32_t depth, const deep_span *d)
 {
     uint32_t r;
 
     if (depth == 0) {
-        burn_unattached(ms);
+        if (d->sampler != NULL) {
+            sp_sampler_enter(d->sampler, d->trace, d->span);
+        }
+        burn_unattached(d->ms);
+        if (d->sampler != NULL) {
+            sp_sampler_leave(d->sampler);
+        }
         return 0;
     }
-    r = recurse(depth - 1, ms);
+    r = recurse(depth - 1, d);
     sink += r;
     return r + 1;
 }
@@ -1241,7 +1262,7 @@ run_loader_user(void *arg)
     sp_sampler_enter(u->sampler, trace, span);
     while (!atomic_load(u->stop)) {
         sink += sp_objects_change_count();
-        (void)recurse(8, 0);
+        (void)recurse(8, &unentered);
         atomic_fetch_add(&u->rounds, 1);
     }
     sp_sampler_leave(u->sampler);
@@ -1561,9 +1582,10 @@ static void
 deep_stacks_are_cut_and_flagged(void **state)
 {
     sp_sampler_options o = { .snapshot_interval_ms = 1, .max_depth = 16 };
-    uint8_t  trace[16], span[8];
-    fixture  fx;
-    size_t   i;
+    uint8_t    trace[16], span[8];
+    deep_span  d;
+    fixture    fx;
+    size_t     i;
     sp_sampler *s;
 
     (void)state;
@@ -1572,9 +1594,11 @@ deep_stacks_are_cut_and_flagged(void **state)
     fx_open(&fx);
     assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
-    sp_sampler_enter(s, trace, span);
-    deep_recursion(40, 200);
-    sp_sampler_leave(s);
+    d.sampler = s;
+    d.trace = trace;
+    d.span = span;
+    d.ms = 200;
+    deep_recursion(40, &d);
     sp_sampler_stop(s);
     fx_drain(&fx);
     assert_true(fx.count > 5);
