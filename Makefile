@@ -182,10 +182,20 @@ deb: build
 
 # --- tests
 
+# A shared object test_sampler loads and unloads while it is sampled.
+TEST_DSO    := $(B)/tests/libsp_test_dso.so
+TEST_DEFS   := -DSP_TEST_DSO='"$(TEST_DSO)"'
+
+$(TEST_DSO): core/tests/dso/sp_test_dso.c
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) -shared $< -o $@
+
+$(BUILD)/tests/test_sampler $(BUILD)/tests-asan/test_sampler: $(TEST_DSO)
+
 $(BUILD)/tests/%: core/tests/%.c $(EXPORT_LIB) $(CORE_LIB) $(TEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CORE_CFLAGS) -Icore/exporter -Icore/tests $< $(EXPORT_LIB) \
-	    $(CORE_LIB) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
+	$(CC) $(CORE_CFLAGS) $(TEST_DEFS) -Icore/exporter -Icore/tests $< \
+	    $(EXPORT_LIB) $(CORE_LIB) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
 
 # The sanitized tests and the fuzzers use every source compiled again with
 # the sanitizers on (generated protobuf-c code included), once per flavour,
@@ -215,7 +225,7 @@ $(FUZZO_LIB): $(FUZZO_OBJS)
 
 $(BUILD)/tests-asan/%: core/tests/%.c $(ASAN_LIB) $(CORE_HDRS) $(TEST_HDRS) $(PROTO_H)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_CFLAGS) $(SAN_FLAGS) -Icore/tests \
+	$(CC) $(SAN_CFLAGS) $(SAN_FLAGS) $(TEST_DEFS) -Icore/tests \
 	    $< $(ASAN_LIB) $(EXPORT_LIBS) $(TEST_LIBS) -o $@
 
 $(BUILD)/fuzz/%: core/fuzz/%.c $(FUZZO_LIB) $(CORE_HDRS) $(PROTO_H)

@@ -1,6 +1,6 @@
 /*
- * Counts dl_iterate_phdr calls in a process, to see how often libunwind
- * inside the sampler's handler still asks the loader (bench/README.md):
+ * Counts dl_iterate_phdr calls in a process, to see whether the unwinder
+ * inside the sampler's handler asks the loader (bench/README.md):
  *
  *   cc -shared -fPIC -O2 bench/sampler_count_dl.c -o /tmp/count_dl.so -ldl
  *   LD_PRELOAD=/tmp/count_dl.so build/bench/sampler_bench 21

@@ -1,15 +1,15 @@
 #!/usr/bin/perl
 # Threads an httpd child makes while it serves (mod_http2's workers, made
 # as streams come) take the sampler's signal from their first selected
-# request on. libunwind, loaded with our module by dlopen, keeps its
-# thread-local caches in dynamic TLS, which glibc allocates with malloc at
-# a thread's first unwind: a first sample that had interrupted malloc
-# waited forever for the arena lock its own thread held, and so did every
-# thread that needed that arena after it. The child hung: streams never
-# answered, later connections never served, the stuck threads sampled at
-# 1 kHz each. Here every stream is selected at a 1 ms interval, and each
-# of a few fresh servers gets two connections of 100 streams: up to 200
-# new workers at once.
+# request on. libunwind (the unwinder before libgcc's), loaded with our
+# module by dlopen, kept its thread-local caches in dynamic TLS, which
+# glibc allocates with malloc at a thread's first unwind: a first sample
+# that had interrupted malloc waited forever for the arena lock its own
+# thread held, and so did every thread that needed that arena after it.
+# The child hung: streams never answered, later connections never
+# served, the stuck threads sampled at 1 kHz each. Here every stream is
+# selected at a 1 ms interval, and each of a few fresh servers gets two
+# connections of 100 streams: up to 200 new workers at once.
 
 use strict;
 use warnings;

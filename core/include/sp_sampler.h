@@ -131,9 +131,10 @@ SP_API void sp_sampler_enter_unselected(sp_sampler *s,
  * it where a thread starts work (a connection, a request). A thread
  * given a snapshot timer by enter unblocks it then. Both unwind once,
  * outside the handler, before the signal comes: the handler unwinds only
- * a thread that did (or that started the sampler), because libunwind's
- * thread-local caches, in a dlopen'ed module, are allocated with malloc
- * at a thread's first unwind. A thread signalled before gives no sample.
+ * a thread that did (or that started the sampler), so that the unwinder's
+ * one-time set-up (libgcc's, under pthread_once; libunwind's, the one
+ * before, allocated thread-local caches with malloc) never first runs in
+ * the handler. A thread signalled before gives no sample.
  */
 SP_API void sp_sampler_admit(sp_sampler *s);
 

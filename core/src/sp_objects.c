@@ -111,14 +111,15 @@ sp_object_visit(struct dl_phdr_info *info, size_t size, void *ctx)
 }
 
 /*
- * With every signal blocked: the sampler's handler unwinds, and libunwind
- * looks for a frame's unwind table with dl_iterate_phdr, under glibc's
- * loader lock. A handler that came while this thread was half-way through
- * taking or leaving that lock waited for it for good; one that came while
- * this thread held it waited for libunwind's cache lock, held by another
- * thread's handler waiting for the loader lock. Both happened in httpd's
- * worker threads, which scan here after requests (sp_sampler_poll): then
- * every thread the sampler signalled waited with them.
+ * With every signal blocked, so that no sample is taken while this thread
+ * holds glibc's loader lock. The handler's unwinder (libgcc's, with
+ * _dl_find_object) no longer takes that lock; libunwind, the one before,
+ * did (dl_iterate_phdr) under its own cache lock. A handler that came
+ * while this thread was half-way through taking or leaving the loader
+ * lock waited for it for good; one that came while this thread held it
+ * waited for libunwind's cache lock, held by another thread's handler
+ * waiting for the loader lock. Both happened in httpd's worker threads,
+ * which scan here after requests (sp_sampler_poll).
  */
 static void
 sp_objects_scan(sp_object_scan *scan)

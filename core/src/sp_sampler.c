@@ -3,7 +3,6 @@
  * sp_sampler_on_signal is async-signal-safe: no allocation, no lock,
  * errno preserved.
  */
-#define UNW_LOCAL_ONLY
 #include "sp_sampler.h"
 #include "sp_clock.h"
 #include "sp_objects.h"
@@ -12,9 +11,9 @@
 #include "sp_threads.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libunwind.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -26,6 +25,7 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #define SP_DEFAULT_DEPTH        128
 #define SP_HANDLER_FRAMES       32      /* the handler's own, skipped */
@@ -45,7 +45,8 @@ typedef struct sp_thread_slot {
                                        timer samples it */
     bool             armed;         /* the snapshot timer runs */
     bool             in_handler;
-    bool             primed;        /* libunwind's TLS is allocated */
+    bool             primed;        /* unwound once, outside the
+                                       handler */
     uint8_t          trace_id[16];
     uint8_t          span_id[8];
     uint32_t         generation;    /* sampler whose timer this is */
@@ -140,8 +141,89 @@ sp_timer_disarm(timer_t timer)
 }
 
 /*
+ * The handler's unwinder is libgcc's: it finds a code address's unwind
+ * table with glibc's _dl_find_object, which takes no lock and is
+ * async-signal-safe, so a sample never waits for glibc's loader lock,
+ * whatever the thread it interrupted holds (dlopen, dlclose,
+ * dl_iterate_phdr: glibc's NSS and iconv load modules on first use).
+ * libunwind asked the loader (dl_iterate_phdr) for every address it had
+ * not cached, under its own global cache lock: a thread inside the loader
+ * could then wait for good in the handler. Both functions are taken from
+ * libgcc_s itself: libunwind, when loaded, exports the same names for an
+ * unwinder of its own with another context.
+ */
+typedef _Unwind_Reason_Code (*sp_unwind_backtrace_fn)(_Unwind_Trace_Fn,
+                                                      void *);
+typedef _Unwind_Ptr (*sp_unwind_get_ip_fn)(struct _Unwind_Context *);
+
+static _Atomic(sp_unwind_backtrace_fn) sp_unwind_backtrace;
+static _Atomic(sp_unwind_get_ip_fn)    sp_unwind_get_ip;
+
+typedef struct sp_unwind_walk {
+    void **raw;
+    int    n;
+    int    cap;
+} sp_unwind_walk;
+
+/* Outside any handler: dlopen takes the loader lock. The handle is kept
+ * for the process's life. */
+static bool
+sp_unwinder_load(void)
+{
+    void *h, *bt, *ip;
+
+    if (atomic_load(&sp_unwind_backtrace) != NULL) {
+        return true;
+    }
+    h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        return false;
+    }
+    bt = dlsym(h, "_Unwind_Backtrace");
+    ip = dlsym(h, "_Unwind_GetIP");
+    if (bt == NULL || ip == NULL) {
+        return false;
+    }
+    atomic_store(&sp_unwind_get_ip, (sp_unwind_get_ip_fn)ip);
+    atomic_store(&sp_unwind_backtrace, (sp_unwind_backtrace_fn)bt);
+    return true;
+}
+
+/* libgcc reports one frame past the outermost (_start, a thread's
+ * clone3), of address 0: the end. */
+static _Unwind_Reason_Code
+sp_unwind_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    sp_unwind_walk *w = arg;
+    _Unwind_Ptr     ip;
+
+    if (w->n >= w->cap) {
+        return _URC_END_OF_STACK;
+    }
+    ip = atomic_load_explicit(&sp_unwind_get_ip, memory_order_relaxed)(ctx);
+    if (ip == 0) {
+        return _URC_END_OF_STACK;
+    }
+    w->raw[w->n++] = (void *)ip;
+    return _URC_NO_REASON;
+}
+
+static int
+sp_backtrace(void **raw, int cap)
+{
+    sp_unwind_walk         w = { raw, 0, cap };
+    sp_unwind_backtrace_fn bt = atomic_load(&sp_unwind_backtrace);
+
+    if (bt == NULL) {
+        return 0;
+    }
+    (void)bt(sp_unwind_frame, &w);
+    return w.n;
+}
+
+/*
  * The interrupted thread's stack, top first, without the handler's own
- * frames: libunwind unwinds through the signal frame, and the first frame
+ * frames: the unwinder goes through the signal frame, and the first frame
  * whose address is the interrupted program counter is the thread's.
  */
 static int
@@ -154,7 +236,7 @@ sp_unwind(const ucontext_t *uc, uint64_t *frames, int max, bool *truncated)
     if (cap > (int)(sizeof(raw) / sizeof(raw[0]))) {
         cap = (int)(sizeof(raw) / sizeof(raw[0]));
     }
-    n = unw_backtrace(raw, cap);
+    n = sp_backtrace(raw, cap);
     for (i = 0; i < n && i < SP_HANDLER_FRAMES + 1; i++) {
         if ((uintptr_t)raw[i] == pc) {
             start = i;
@@ -552,13 +634,12 @@ sp_thread_exits(void *arg)
 }
 
 /*
- * libunwind keeps per-thread caches in thread-local variables. Loaded by
- * dlopen (with our module), its TLS block is dynamic: glibc allocates it
- * with malloc at a thread's first unwind. Were that in our handler, having
- * interrupted malloc in the same thread, the thread would wait forever for
- * the arena lock it holds, and every thread of that arena after it (a
- * whole httpd child, under HTTP/2's new worker threads). So one unwind
- * here, outside any handler, before a thread can take our signal.
+ * libgcc's unwinder sets itself up at its first unwind in the process,
+ * under pthread_once: not in a handler that interrupted that. (libunwind,
+ * the unwinder before, allocated its thread-local caches with malloc at a
+ * thread's first unwind, which in the handler over an interrupted malloc
+ * hung the thread.) So a thread unwinds once here, outside any handler,
+ * before it can take our signal.
  */
 static void
 sp_thread_prime(sp_thread_slot *t)
@@ -566,7 +647,7 @@ sp_thread_prime(sp_thread_slot *t)
     void *frames[4];
 
     if (!t->primed) {
-        (void)unw_backtrace(frames, 4);
+        (void)sp_backtrace(frames, 4);
         atomic_signal_fence(memory_order_seq_cst);
         t->primed = true;
     }
@@ -908,6 +989,9 @@ sp_sampler_start(sp_sampler *s)
     if (!sp_signal_is_free(s->o.signo, &s->previous)) {
         return SP_ERR_SIGNAL_BUSY;
     }
+    if (!sp_unwinder_load()) {
+        return SP_ERR_IO;
+    }
     if (!atomic_compare_exchange_strong(&sp_active, &expected, s)) {
         return SP_ERR_INVALID;
     }
@@ -923,12 +1007,6 @@ sp_sampler_start(sp_sampler *s)
     s->generation = atomic_fetch_add(&sp_generations, 1) + 1;
     s->stopping = false;
 
-    /* Per-thread caches keep the handler off libunwind's global lock
-     * where libunwind has them; Debian's does not and silently takes the
-     * global one, locked while the unwind waits for glibc's loader lock
-     * (sp_objects_scan). One backtrace now fills what can be filled
-     * before any signal. */
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     sp_thread_prime(&sp_tls);
 
     s->objects_changes = sp_objects_change_count();

@@ -930,12 +930,13 @@ continuous_reaches_a_blocking_thread_once_admitted(void **state)
 }
 
 /*
- * libunwind, in a module loaded by dlopen, has its per-thread caches in
- * dynamic TLS, which glibc allocates with malloc at a thread's first
- * unwind: in the handler, over an interrupted malloc, that deadlocked. So
- * the handler unwinds only a thread that unwound once outside it (admit,
- * enter, start). One that takes the signal before (it never blocked it)
- * gives no sample, counted as no stack; once admitted, it does.
+ * libunwind, the unwinder before libgcc's, in a module loaded by dlopen,
+ * had its per-thread caches in dynamic TLS, which glibc allocates with
+ * malloc at a thread's first unwind: in the handler, over an interrupted
+ * malloc, that deadlocked. So the handler unwinds only a thread that
+ * unwound once outside it (admit, enter, start). One that takes the
+ * signal before (it never blocked it) gives no sample, counted as no
+ * stack; once admitted, it does.
  */
 typedef struct late_thread {
     atomic_bool *stop;
@@ -1244,12 +1245,14 @@ a_long_sweep_is_followed_by_rest_not_by_another(void **state)
 typedef struct loader_user {
     atomic_bool *stop;
     sp_sampler  *sampler;
+    void       (*round)(const char *);
+    const char  *arg;
     _Atomic long rounds;
     atomic_bool  done;
 } loader_user;
 
-/* A server's thread that works for a span and looks whether objects were
- * loaded (sp_sampler_poll after a request), here without a pause. */
+/* A server's thread that works for a span and, in each round, takes
+ * glibc's loader lock one way or another, here without a pause. */
 static void *
 run_loader_user(void *arg)
 {
@@ -1261,8 +1264,7 @@ run_loader_user(void *arg)
     sp_sampler_admit(u->sampler);
     sp_sampler_enter(u->sampler, trace, span);
     while (!atomic_load(u->stop)) {
-        sink += sp_objects_change_count();
-        (void)recurse(8, &unentered);
+        u->round(u->arg);
         atomic_fetch_add(&u->rounds, 1);
     }
     sp_sampler_leave(u->sampler);
@@ -1271,18 +1273,15 @@ run_loader_user(void *arg)
 }
 
 /*
- * The objects scan takes glibc's loader lock (dl_iterate_phdr), which the
- * handler's unwind takes too, to find unwind tables, while it holds
- * libunwind's cache lock (Debian's libunwind has no per-thread cache: the
- * policy asked for falls back to the global one). A signal in the scan
- * made two threads wait for each other's lock for good, or one for the
- * lock it was half-way through leaving, then every thread sampled: an
- * httpd worker child whose requests never ended. Threads that scan
- * without a pause, sampled at 1 ms, libunwind's cache flushed all along
- * (new unwind work, as new code paths bring): each ends when told.
+ * Four threads sampled at 1 ms (wall clock, snapshot and continuous) run
+ * their rounds for two seconds while this one flushes libunwind's cache
+ * all along (new unwind work, as new code paths bring, were libunwind the
+ * unwinder again: libgcc's caches nothing); then each must
+ * end when told. One that does not waits for good: then the later tests
+ * would wait with it, so the binary ends here instead of hanging.
  */
-static void
-the_objects_scan_never_deadlocks_the_handlers(void **state)
+static long
+loader_users_end_when_told(void (*round)(const char *), char **args)
 {
     sp_sampler_options o = { .snapshot_interval_ms = 1,
                              .continuous_interval_ms = 1,
@@ -1292,10 +1291,10 @@ the_objects_scan_never_deadlocks_the_handlers(void **state)
     pthread_t    th[4];
     fixture      fx;
     int          k, waited, done = 0;
+    long         rounds = 0;
     sigset_t     prof;
     sp_sampler  *s;
 
-    (void)state;
     /* This thread watches: it takes no sample, so that it cannot wait
      * with them. */
     sigemptyset(&prof);
@@ -1305,7 +1304,8 @@ the_objects_scan_never_deadlocks_the_handlers(void **state)
     assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
     assert_int_equal(sp_sampler_start(s), SP_OK);
     for (k = 0; k < 4; k++) {
-        u[k] = (loader_user){ .stop = &stop, .sampler = s };
+        u[k] = (loader_user){ .stop = &stop, .sampler = s, .round = round,
+                              .arg = args != NULL ? args[k] : NULL };
         assert_int_equal(pthread_create(&th[k], NULL, run_loader_user, &u[k]),
                          0);
     }
@@ -1314,8 +1314,7 @@ the_objects_scan_never_deadlocks_the_handlers(void **state)
         usleep(10000);
     }
     atomic_store(&stop, true);
-    /* Each thread ends its round (valgrind: slowly) unless it waits for
-     * good: then the later tests would wait in dl_iterate_phdr too. */
+    /* valgrind ends the rounds slowly. */
     for (waited = 0; waited < 60000 && done < 4; waited += 10) {
         usleep(10000);
         for (done = 0, k = 0; k < 4; k++) {
@@ -1330,6 +1329,7 @@ the_objects_scan_never_deadlocks_the_handlers(void **state)
     for (k = 0; k < 4; k++) {
         pthread_join(th[k], NULL);
         assert_true(atomic_load(&u[k].rounds) > 0);
+        rounds += atomic_load(&u[k].rounds);
     }
     /* While the handler is there: a sweep left the signal pending here,
      * and its default action ends the process. */
@@ -1339,6 +1339,120 @@ the_objects_scan_never_deadlocks_the_handlers(void **state)
     assert_true(fx.count > 0);
     sampler_destroy(s);
     fx_close(&fx);
+    return rounds;
+}
+
+/* Looks whether objects were loaded, as sp_sampler_poll does after a
+ * request. */
+static void
+scan_objects(const char *unused)
+{
+    (void)unused;
+    sink += sp_objects_change_count();
+    (void)recurse(8, &unentered);
+}
+
+/*
+ * The objects scan takes glibc's loader lock (dl_iterate_phdr), which the
+ * handler's unwind took too when it was libunwind's, to find unwind
+ * tables, while it held libunwind's cache lock (Debian's libunwind has
+ * no per-thread cache: the policy asked for falls back to the global
+ * one). A signal in the scan made two threads wait for each other's lock
+ * for good, or one for the lock it was half-way through leaving, then
+ * every thread sampled: an httpd worker child whose requests never
+ * ended.
+ */
+static void
+the_objects_scan_never_deadlocks_the_handlers(void **state)
+{
+    (void)state;
+    (void)loader_users_end_when_told(scan_objects, NULL);
+}
+
+static int
+count_unloads(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_subs;
+    return 1;
+}
+
+static atomic_int dso_failures;
+
+/* Loads a shared object, runs its code, unloads it: a server's thread in
+ * glibc's NSS or iconv, which load their modules on first use. (No
+ * assertion here: cmocka's are the main thread's.) */
+static void
+load_and_unload(const char *path)
+{
+    uint64_t (*work)(uint64_t);
+    void     *h;
+
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        atomic_fetch_add(&dso_failures, 1);
+        return;
+    }
+    *(void **)&work = dlsym(h, "sp_test_dso_work");
+    if (work != NULL) {
+        sink += work(sink);
+    }
+    if (work == NULL || dlclose(h) != 0) {
+        atomic_fetch_add(&dso_failures, 1);
+    }
+}
+
+/* A copy is another object to the loader (another file), so that each
+ * thread's object is unloaded at each of its rounds. */
+static void
+copy_file(const char *from, char *to)
+{
+    char    buf[65536];
+    ssize_t n;
+    int     in, out;
+
+    in = open(from, O_RDONLY | O_CLOEXEC);
+    assert_true(in >= 0);
+    out = mkstemp(to);
+    assert_true(out >= 0);
+    while ((n = read(in, buf, sizeof(buf))) > 0) {
+        assert_int_equal(write(out, buf, (size_t)n), n);
+    }
+    assert_int_equal(n, 0);
+    close(in);
+    close(out);
+}
+
+/*
+ * Code outside spanprof that holds glibc's loader lock (dlopen, dlclose)
+ * in a sampled thread: the handler must not ask the loader for unwind
+ * tables (dl_iterate_phdr) then, which waited for good as with the scan
+ * above. Each round's object is new code to the unwinder, and it is
+ * really unloaded: glibc counted an unload for every round.
+ */
+static void
+foreign_dlopen_and_dlclose_never_deadlock_the_handlers(void **state)
+{
+    unsigned long long before = 0, after = 0;
+    char               paths[4][64], *args[4];
+    long               rounds;
+    int                k;
+
+    (void)state;
+    for (k = 0; k < 4; k++) {
+        snprintf(paths[k], sizeof(paths[k]), "/tmp/sp_test_dso.XXXXXX");
+        copy_file(SP_TEST_DSO, paths[k]);
+        args[k] = paths[k];
+    }
+    dl_iterate_phdr(count_unloads, &before);
+    rounds = loader_users_end_when_told(load_and_unload, args);
+    dl_iterate_phdr(count_unloads, &after);
+    for (k = 0; k < 4; k++) {
+        assert_null(dlopen(paths[k], RTLD_NOW | RTLD_NOLOAD));
+        unlink(paths[k]);
+    }
+    assert_int_equal(atomic_load(&dso_failures), 0);
+    assert_true(after - before >= (unsigned long long)rounds);
 }
 
 /* ---- blocking calls in sampled threads */
@@ -1866,6 +1980,7 @@ main(void)
         TEST(sweep_lists_every_thread_but_one_in_thread_id_order),
         TEST(a_long_sweep_is_followed_by_rest_not_by_another),
         TEST(the_objects_scan_never_deadlocks_the_handlers),
+        TEST(foreign_dlopen_and_dlclose_never_deadlock_the_handlers),
         TEST(snapshot_on_cpu_time_interrupts_no_blocked_call),
         TEST(
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
