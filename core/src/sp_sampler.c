@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,6 +33,11 @@
 #define SP_MAX_THREADS          4096
 #define SP_WARN_EVERY_NS        (60ull * 1000000000ull)
 #define SP_MAX_INTERVAL_MS      3600000u
+#define SP_UNWINDER_SCAN        1024    /* bytes of stack sp_in_unwinder
+                                           looks at */
+#define SP_PAGE_MIN             4096
+#define SP_UNWINDER_FRAMES      3072    /* bytes of stack an unwind
+                                           leaves below, cleared */
 
 /*
  * One per thread, in static TLS (initial-exec): the handler must not be
@@ -55,6 +61,8 @@ typedef struct sp_thread_slot {
     uint32_t         open_slot;     /* where this thread last opened a
                                        span: looked at first */
     timer_t          timer;
+    uintptr_t        stack_low;     /* this thread's stack, as pthread */
+    uintptr_t        stack_high;    /* knows it (0: unknown) */
     /* CLOCK_MONOTONIC of this thread's previous sample, per source
      * (SP_SOURCE_SNAPSHOT - 1, SP_SOURCE_CONTINUOUS - 1): each source's
      * period is the time since its own previous sample, not since the
@@ -165,6 +173,42 @@ typedef struct sp_unwind_walk {
     int    cap;
 } sp_unwind_walk;
 
+/* libgcc's code, where sp_in_unwinder looks for the interrupted thread. */
+static _Atomic uintptr_t sp_unwinder_text_low;
+static _Atomic uintptr_t sp_unwinder_text_size;
+
+/* From libgcc's program headers, mapped with its first page. */
+static void
+sp_unwinder_find_text(void *handle, void *in_text)
+{
+    const ElfW(Ehdr) *eh;
+    const ElfW(Phdr) *ph;
+    struct link_map  *map;
+    Dl_info           info;
+    uintptr_t         at = (uintptr_t)in_text, low, high;
+    int               i;
+
+    if (dladdr(in_text, &info) == 0 || info.dli_fbase == NULL
+        || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0)
+    {
+        return;
+    }
+    eh = info.dli_fbase;
+    ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+    for (i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) {
+            continue;
+        }
+        low = map->l_addr + ph[i].p_vaddr;
+        high = low + ph[i].p_memsz;
+        if (at >= low && at < high) {
+            atomic_store(&sp_unwinder_text_size, high - low);
+            atomic_store(&sp_unwinder_text_low, low);
+            return;
+        }
+    }
+}
+
 /* Outside any handler: dlopen takes the loader lock. The handle is kept
  * for the process's life. */
 static bool
@@ -184,9 +228,54 @@ sp_unwinder_load(void)
     if (bt == NULL || ip == NULL) {
         return false;
     }
+    sp_unwinder_find_text(h, bt);
     atomic_store(&sp_unwind_get_ip, (sp_unwind_get_ip_fn)ip);
     atomic_store(&sp_unwind_backtrace, (sp_unwind_backtrace_fn)bt);
     return true;
+}
+
+/*
+ * Whether the interrupted thread is inside libgcc's unwinder: its
+ * program counter, or a return address near the top of its stack, in
+ * libgcc's code. Once code is registered with libgcc (__register_frame:
+ * LuaJIT's and other JITs' code), libgcc looks up every frame under its
+ * own lock, also for a C++ throw or a Lua error; a sample there whose
+ * unwind took the lock again would wait for good. Such samples are not
+ * taken. The lock's holder is in libgcc or in what libgcc calls under it
+ * (pthread_mutex_*, malloc, free), whose frames fit in the words looked
+ * at. A stale word that happens to point into libgcc costs a sample, no
+ * more. Words are read only within the thread's stack, or the page of
+ * the stack pointer when that is elsewhere (sigaltstack, coroutines);
+ * any of them, a frame's unused words too (ASan's redzones, valgrind's
+ * undefined: core/tests/valgrind.supp).
+ */
+static __attribute__((noinline, no_sanitize_address)) bool
+sp_in_unwinder(const sp_thread_slot *t, const ucontext_t *uc)
+{
+    uintptr_t        low = atomic_load_explicit(&sp_unwinder_text_low,
+                                                memory_order_relaxed);
+    uintptr_t        size = atomic_load_explicit(&sp_unwinder_text_size,
+                                                 memory_order_relaxed);
+    uintptr_t        pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t        sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    uintptr_t        end;
+    const uintptr_t *w;
+
+    if (pc - low < size) {
+        return true;
+    }
+    if (sp >= t->stack_low && sp < t->stack_high) {
+        end = t->stack_high - sp < SP_UNWINDER_SCAN ? t->stack_high
+                                                    : sp + SP_UNWINDER_SCAN;
+    } else {
+        end = (sp | (SP_PAGE_MIN - 1)) + 1;
+    }
+    for (w = (const uintptr_t *)sp; (uintptr_t)(w + 1) <= end; w++) {
+        if (*w - low < size) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* libgcc reports one frame past the outermost (_start, a thread's
@@ -208,6 +297,24 @@ sp_unwind_frame(struct _Unwind_Context *ctx, void *arg)
     return _URC_NO_REASON;
 }
 
+/*
+ * libgcc's frames leave return addresses into libgcc in the stack below;
+ * where the thread's own frames come later, their unused words would
+ * make sp_in_unwinder take the thread for one inside libgcc, and lose its
+ * samples. Cleared at the depth the unwind ran at, a little more than it
+ * uses (about 1.5 KiB, measured with a painted stack).
+ */
+static __attribute__((noinline)) void
+sp_clear_unwinder_frames(void)
+{
+    volatile uintptr_t below[SP_UNWINDER_FRAMES / sizeof(uintptr_t)];
+    size_t             i;
+
+    for (i = 0; i < sizeof(below) / sizeof(below[0]); i++) {
+        below[i] = 0;
+    }
+}
+
 static int
 sp_backtrace(void **raw, int cap)
 {
@@ -218,6 +325,7 @@ sp_backtrace(void **raw, int cap)
         return 0;
     }
     (void)bt(sp_unwind_frame, &w);
+    sp_clear_unwinder_frames();
     return w.n;
 }
 
@@ -462,7 +570,8 @@ sp_take_sample(sp_sampler *s, sp_thread_slot *t, const ucontext_t *uc,
         max = (int)(sizeof(frames) / sizeof(frames[0]));
     }
     /* Unprimed (sp_thread_prime), the unwind could call malloc. */
-    n = t->primed ? sp_unwind(uc, frames, max, &truncated) : 0;
+    n = t->primed && !sp_in_unwinder(t, uc)
+        ? sp_unwind(uc, frames, max, &truncated) : 0;
     if (n == 0) {
         atomic_fetch_add_explicit(&s->no_stack, 1, memory_order_relaxed);
         return;
@@ -644,9 +753,19 @@ sp_thread_exits(void *arg)
 static void
 sp_thread_prime(sp_thread_slot *t)
 {
-    void *frames[4];
+    void          *frames[4], *stack;
+    size_t         size;
+    pthread_attr_t a;
 
     if (!t->primed) {
+        /* The main thread's from /proc/self/maps: not in a handler. */
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            if (pthread_attr_getstack(&a, &stack, &size) == 0) {
+                t->stack_low = (uintptr_t)stack;
+                t->stack_high = (uintptr_t)stack + size;
+            }
+            pthread_attr_destroy(&a);
+        }
         (void)sp_backtrace(frames, 4);
         atomic_signal_fence(memory_order_seq_cst);
         t->primed = true;

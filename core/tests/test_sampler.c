@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
+#include <unwind.h>
 #include <valgrind/valgrind.h>
 
 #include "sp_test.h"
@@ -1455,6 +1456,105 @@ foreign_dlopen_and_dlclose_never_deadlock_the_handlers(void **state)
     assert_true(after - before >= (unsigned long long)rounds);
 }
 
+/*
+ * What a JIT (LuaJIT's, in OpenResty) does: it registers the unwind
+ * tables of the code it made with libgcc (__register_frame). From then on
+ * libgcc looks through the registered tables, under a lock of its own,
+ * at every frame it unwinds, also for a C++ exception or a Lua error: a
+ * sample there whose own unwind (libgcc's) waited for that lock would
+ * wait for good. A minimal .eh_frame: one CIE, one FDE for a range of no
+ * code, the end mark.
+ */
+static unsigned char jit_code[64];
+static unsigned char jit_eh_frame[64] __attribute__((aligned(8)));
+
+typedef _Unwind_Reason_Code (*backtrace_fn)(_Unwind_Trace_Fn, void *);
+
+static backtrace_fn libgcc_backtrace;
+
+static bool
+register_jit_frames(void)
+{
+    static const unsigned char cie[24] = {
+        20, 0, 0, 0,            /* length */
+        0, 0, 0, 0,             /* CIE id */
+        1, 'z', 'R', 0,         /* version, augmentation */
+        1, 0x78, 16,            /* code align 1, data align -8, ra r16 */
+        1, 0x00,                /* augmentation data: pointers absolute */
+        0x0c, 7, 8,             /* DW_CFA_def_cfa rsp+8 */
+        0x90, 1,                /* DW_CFA_offset r16 at cfa-8 */
+        0, 0                    /* DW_CFA_nop */
+    };
+    void     (*reg)(void *);
+    void      *h;
+    uint32_t   len = 28, cie_pointer = 28;
+    uint64_t   begin = (uint64_t)(uintptr_t)jit_code, range = 64;
+
+    h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        return false;
+    }
+    *(void **)&reg = dlsym(h, "__register_frame");
+    *(void **)&libgcc_backtrace = dlsym(h, "_Unwind_Backtrace");
+    if (reg == NULL || libgcc_backtrace == NULL) {
+        return false;
+    }
+    memcpy(jit_eh_frame, cie, sizeof(cie));
+    memcpy(jit_eh_frame + 24, &len, 4);
+    memcpy(jit_eh_frame + 28, &cie_pointer, 4);
+    memcpy(jit_eh_frame + 32, &begin, 8);
+    memcpy(jit_eh_frame + 40, &range, 8);
+    /* augmentation data length 0, nops, then the zero end mark */
+    reg(jit_eh_frame);
+    return true;
+}
+
+static _Unwind_Reason_Code
+count_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    (void)ctx;
+    ++*(int *)arg;
+    return _URC_NO_REASON;
+}
+
+/* Unwinds its own stack with libgcc, as a throw does. */
+static void
+unwind_as_a_throw_does(const char *unused)
+{
+    int frames = 0;
+
+    (void)unused;
+    (void)libgcc_backtrace(count_frame, &frames);
+    sink += (uint64_t)frames;
+}
+
+/* In a thread of its own: libgcc's return addresses that registering
+ * leaves in the dead stack below stay out of the main thread's, where
+ * the later tests' samples would take them for a thread inside libgcc
+ * (and not be taken). */
+static void *
+register_jit_frames_apart(void *registered)
+{
+    *(bool *)registered = register_jit_frames();
+    return NULL;
+}
+
+static void
+unwinding_beside_registered_frames_never_deadlocks_the_handlers(
+    void **state)
+{
+    pthread_t th;
+    bool      registered = false;
+
+    (void)state;
+    assert_int_equal(pthread_create(&th, NULL, register_jit_frames_apart,
+                                    &registered), 0);
+    pthread_join(th, NULL);
+    assert_true(registered);
+    assert_true(loader_users_end_when_told(unwind_as_a_throw_does, NULL)
+                > 0);
+}
+
 /* ---- blocking calls in sampled threads */
 
 typedef struct blocker {
@@ -1981,6 +2081,7 @@ main(void)
         TEST(a_long_sweep_is_followed_by_rest_not_by_another),
         TEST(the_objects_scan_never_deadlocks_the_handlers),
         TEST(foreign_dlopen_and_dlclose_never_deadlock_the_handlers),
+        TEST(unwinding_beside_registered_frames_never_deadlocks_the_handlers),
         TEST(snapshot_on_cpu_time_interrupts_no_blocked_call),
         TEST(
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
