@@ -16,12 +16,12 @@ use Test::More;
 use JSON::PP ();
 use MIME::Base64 qw(decode_base64);
 use IO::Uncompress::Gunzip qw(gunzip $GunzipError);
-use Time::HiRes qw(sleep time);
+use Time::HiRes qw(time);
 
-use Spanprof::Server qw(top_dir new_dir read_file write_file);
+use Spanprof::Server qw(top_dir new_dir read_file write_file wait_until);
 use Spanprof::Receiver qw(attribute);
-use Spanprof::Exporter qw(build_driver start_drive finish_drive run_drive
-                          balanced);
+use Spanprof::Exporter qw(build_driver start_drive run_drive
+                          finish_drive_when counters balanced);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -39,7 +39,30 @@ sub base_env {
         OTEL_BSP_SCHEDULE_DELAY => '300',
         OTEL_SERVICE_NAME => 'drive-svc',
         OTEL_RESOURCE_ATTRIBUTES => 'deployment.environment=test',
+        # counters every 200 ms, for exported_all
+        SPANPROF_COUNTERS_INTERVAL_MS => '200',
     );
+}
+
+# The driver's records are written at once (--samples 40 --spans 5) and
+# held until the exporter says it exported all 45 (at most 60 s: a busy
+# machine may take seconds to start the exporter and export), then it is
+# stopped.
+my @ALL = qw(--samples 40 --spans 5 --hold-ms 60000);
+
+sub exported_all {
+    my ($h) = @_;
+    return sub {
+        my $c = counters(read_file($h->{log})) // {};
+        return ($c->{exported} // 0) == 45;
+    };
+}
+
+sub drive_all {
+    my (%env) = @_;
+    my $h = start_drive(dir => $dir, driver => $driver, env => \%env,
+                        args => \@ALL);
+    return finish_drive_when($h, exported_all($h));
 }
 
 # The records of one signal in the decoded requests, each with its
@@ -201,14 +224,16 @@ sub check_run {
     my $rcv = Spanprof::Receiver->start(dir => $dir);
     my $h = start_drive(dir => $dir, driver => $driver,
         env => { base_env('http://127.0.0.1:' . $rcv->port) },
-        args => [qw(--samples 40 --spans 5 --hold-ms 1500)]);
-    sleep 0.3;
+        args => \@ALL);
     my $pid = $h->{exporter_pid};
+    # Until it runs (the child of the driver's fork execs it).
+    wait_until(sub { read_file("/proc/$pid/comm") eq "spanprof-export\n" },
+               60);
     is(read_file("/proc/$pid/comm"), "spanprof-export\n",
        'the exporter names its thread for ps');
     like(read_file("/proc/$pid/cmdline"), qr/^spanprof-exporter: drive\0/,
          'argv[0] is the title given');
-    finish_drive($h);
+    finish_drive_when($h, exported_all($h));
     check_run($h, 'grpc');
     my @req = $rcv->requests;
     check_logs($h, 'grpc', @req);
@@ -249,10 +274,8 @@ SKIP: {
     is($?, 0, 'a self-signed certificate') or diag($out);
     my $rcv = Spanprof::Receiver->start(dir => $dir,
         tls => ["$dir/cert.pem", "$dir/key.pem"]);
-    my $h = run_drive(dir => $dir, driver => $driver,
-        env => { base_env('https://localhost:' . $rcv->port),
-                 OTEL_EXPORTER_OTLP_CERTIFICATE => "$dir/cert.pem" },
-        args => [qw(--samples 40 --spans 5 --hold-ms 1500)]);
+    my $h = drive_all(base_env('https://localhost:' . $rcv->port),
+                      OTEL_EXPORTER_OTLP_CERTIFICATE => "$dir/cert.pem");
     check_run($h, 'tls');
     my @req = $rcv->requests;
     check_logs($h, 'tls', @req);
@@ -265,12 +288,10 @@ SKIP: {
 
 {
     my $file = "$dir/console.jsonl";
-    my $h = run_drive(dir => $dir, driver => $driver,
-        env => { base_env('http://127.0.0.1:1'),
-                 OTEL_LOGS_EXPORTER => 'console',
-                 OTEL_TRACES_EXPORTER => 'console',
-                 SPANPROF_CONSOLE_PATH => $file },
-        args => [qw(--samples 40 --spans 5 --hold-ms 1000)]);
+    my $h = drive_all(base_env('http://127.0.0.1:1'),
+                      OTEL_LOGS_EXPORTER => 'console',
+                      OTEL_TRACES_EXPORTER => 'console',
+                      SPANPROF_CONSOLE_PATH => $file);
     check_run($h, 'console');
     my @lines = grep { length } split /\n/, read_file($file);
     my $json = JSON::PP->new;
@@ -300,10 +321,8 @@ SKIP: {
 
 {
     my $rcv = Spanprof::Receiver->start(dir => $dir);
-    my $h = run_drive(dir => $dir, driver => $driver,
-        env => { base_env('http://127.0.0.1:' . $rcv->port),
-                 SPANPROF_PROFILING_FORMAT => 'text' },
-        args => [qw(--samples 40 --spans 5 --hold-ms 1500)]);
+    my $h = drive_all(base_env('http://127.0.0.1:' . $rcv->port),
+                      SPANPROF_PROFILING_FORMAT => 'text');
     check_run($h, 'text');
     my @records = log_records($rcv->requests);
     is(scalar @records, 40, 'text: one log record per sample');
@@ -338,8 +357,7 @@ SKIP: {
                  OTEL_BSP_SCHEDULE_DELAY => '60000' },
         args => [qw(--samples 40 --spans 5 --hold-ms 300 --no-stop)]);
     my $pid = $h->{exporter_pid};
-    my $end = time + 15;
-    sleep 0.05 while time < $end && kill 0, $pid;
+    wait_until(sub { !kill 0, $pid }, 60);
     ok(!kill(0, $pid), 'the exporter ends when its supervisor dies');
     my $log = read_file($h->{log});
     like($log, qr/counters: .*\(at exit\)/, 'and logs its counters');

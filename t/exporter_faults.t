@@ -14,10 +14,10 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir free_port);
+use Spanprof::Server qw(new_dir free_port read_file wait_until);
 use Spanprof::Receiver;
-use Spanprof::Exporter qw(build_driver start_drive finish_drive run_drive
-                          balanced);
+use Spanprof::Exporter qw(build_driver start_drive finish_drive
+                          finish_drive_when counters balanced);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -34,10 +34,12 @@ sub env_for {
              OTEL_BSP_SCHEDULE_DELAY => 500, %more };
 }
 
-# Samples and spans spread over 6 s, so data keeps coming through the
-# fault.
-my @STEADY = qw(--samples 600 --spans 60 --for-ms 6000 --every-ms 100
-                --hold-ms 2500);
+# 100 samples and 10 spans a second, so data keeps coming through the
+# fault, until the test has what it checks (finish_drive_when), for 60 s
+# at most: a busy machine may take seconds to start the exporter and
+# export.
+my @STEADY = qw(--samples 6000 --spans 600 --for-ms 60000 --every-ms 100
+                --hold-ms 60000);
 
 sub check_end {
     my ($h, $what) = @_;
@@ -54,6 +56,12 @@ sub check_end {
     return $c;
 }
 
+# The exporter of $h said that an export failed with $status.
+sub failed_with {
+    my ($h, $status) = @_;
+    return read_file($h->{log}) =~ /export failed: .*\b$status\b/;
+}
+
 sub logs_requests {
     my ($rcv) = @_;
     return grep { $_->{signal} eq 'logs' && $_->{answer}{code} == 0 }
@@ -66,7 +74,7 @@ sub logs_requests {
     my $port = free_port();
     my $h = start_drive(dir => $dir, driver => $driver,
                         env => env_for($port), args => \@STEADY);
-    sleep 2;
+    wait_until(sub { failed_with($h, 'UNAVAILABLE') }, 60);
     my $rcv = Spanprof::Receiver->start(dir => $dir, port => $port);
     my $up = time;
     my @r = $rcv->wait_requests(1, 10);
@@ -77,7 +85,7 @@ sub logs_requests {
          . 'listened', $delay);
     ok($delay <= 2 * $INTERVAL,
        'absent: within two export intervals of its appearance');
-    finish_drive($h);
+    finish_drive_when($h, sub { logs_requests($rcv) });
     my $c = check_end($h, 'absent');
     ok($c->{'failures.UNAVAILABLE'}, 'absent: UNAVAILABLE counted');
     ok($c->{exported} > 0, 'absent: exported after it appeared');
@@ -90,11 +98,11 @@ sub logs_requests {
     my $rcv = Spanprof::Receiver->start(dir => $dir, port => $port);
     my $h = start_drive(dir => $dir, driver => $driver,
                         env => env_for($port), args => \@STEADY);
-    sleep 2;
+    wait_until(sub { logs_requests($rcv) }, 60);
     $rcv->stop('KILL');
-    sleep 1.5;
+    wait_until(sub { failed_with($h, 'UNAVAILABLE') }, 60);
     my $again = Spanprof::Receiver->start(dir => $dir, port => $port);
-    finish_drive($h);
+    finish_drive_when($h, sub { logs_requests($again) });
     my $c = check_end($h, 'killed');
     ok(scalar logs_requests($again), 'killed: the new receiver gets data');
     ok($c->{exported} > 0, 'killed: exported');
@@ -108,9 +116,11 @@ sub logs_requests {
     my $h = start_drive(dir => $dir, driver => $driver,
         env => env_for($rcv->port, OTEL_EXPORTER_OTLP_TIMEOUT => 500),
         args => \@STEADY);
-    sleep 3;
+    wait_until(sub { failed_with($h, 'DEADLINE_EXCEEDED') }, 60);
     $rcv->control();
-    finish_drive($h);
+    finish_drive_when($h, sub {
+        grep { $_->{answer}{code} == 0 && !$_->{answer}{stall_ms} }
+            $rcv->requests });
     my $c = check_end($h, 'stall');
     ok($c->{'failures.DEADLINE_EXCEEDED'}, 'stall: DEADLINE_EXCEEDED counted');
     ok($c->{exported} > 0, 'stall: exported once it answers');
@@ -124,8 +134,14 @@ sub logs_requests {
 {
     my $rcv = Spanprof::Receiver->start(dir => $dir,
         control => { status => 'RESOURCE_EXHAUSTED', times => 3 });
-    my $h = run_drive(dir => $dir, driver => $driver,
-                      env => env_for($rcv->port), args => \@STEADY);
+    # The three refusals, then one accepted: what is left is accepted at
+    # the stop.
+    my $h = finish_drive_when(start_drive(dir => $dir, driver => $driver,
+        env => env_for($rcv->port), args => \@STEADY), sub {
+            my @answers = map { $_->{answer}{code} } $rcv->requests;
+            return 3 == grep({ $_ == 8 } @answers)
+                && grep { $_ == 0 } @answers;
+        });
     my $c = check_end($h, 'exhausted');
     is($c->{'failures.RESOURCE_EXHAUSTED'}, 3,
        'exhausted: the three refusals counted');
@@ -137,9 +153,15 @@ sub logs_requests {
 # --- a flood with the collector down: bounded, counted
 
 {
-    my $h = run_drive(dir => $dir, driver => $driver,
-        env => env_for(free_port()),
-        args => [qw(--flood-ms 4000 --hold-ms 1000 --ring-bytes 4194304)]);
+    # Until the exporter's counters (every 200 ms) show both.
+    my $h = start_drive(dir => $dir, driver => $driver,
+        env => env_for(free_port(), SPANPROF_COUNTERS_INTERVAL_MS => 200),
+        args => [qw(--flood-ms 60000 --hold-ms 60000
+                    --ring-bytes 4194304)]);
+    finish_drive_when($h, sub {
+        my $c = counters(read_file($h->{log})) // {};
+        return $c->{'ring.full'} && $c->{'dropped.queue_full'};
+    });
     my $c = check_end($h, 'flood');
     # The exporter's last reading of the rings' counters comes at its own
     # exit; a writer still flooding after that adds drops it cannot see.

@@ -14,10 +14,12 @@
  * --samples/--spans are written at once, or spread over --for-ms in
  * batches every --every-ms; --flood-ms writes as fast as it can for that
  * long (records that find the ring full are dropped and counted, as a
- * worker's would be). Then it waits --hold-ms (less if SIGUSR1 comes
- * first), prints the exporter's peak RSS, stops it with SIGTERM and prints
- * how it ended; with --no-stop it exits instead, and the exporter must
- * notice its parent's death.
+ * worker's would be). Then it waits --hold-ms, prints the exporter's peak
+ * RSS, stops it with SIGTERM and prints how it ended; with --no-stop it
+ * exits instead, and the exporter must notice its parent's death.
+ * SIGUSR1 ends the spread writes, the flood and the hold at once: a test
+ * that polls for what it needs stops the exporter as soon as it has it,
+ * however slow the machine.
  *
  * Prints: "exporter PID", "driver PID", "written samples=N spans=N
  * ring_full=N", "exporter_hwm_kb N", "exporter_exit N|signal N".
@@ -344,7 +346,7 @@ main(int argc, char **argv)
         uint64_t start = sp_monotonic_ms(), batches = for_ms / every_ms, b;
         uint32_t s_done = 0, p_done = 0;
 
-        for (b = 1; b <= batches; b++) {
+        for (b = 1; b <= batches && !hold_ended; b++) {
             uint32_t s_to = (uint32_t)(samples * b / batches);
             uint32_t p_to = (uint32_t)(spans * b / batches);
 
@@ -363,7 +365,7 @@ main(int argc, char **argv)
         uint64_t end = sp_monotonic_ms() + flood_ms;
         uint32_t k = 0;
 
-        while (sp_monotonic_ms() < end) {
+        while (!hold_ended && sp_monotonic_ms() < end) {
             for (int j = 0; j < 64; j++, k++) {
                 write_sample(ring, source, k, 0);
                 if ((k & 15) == 0) {
