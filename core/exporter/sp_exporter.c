@@ -212,6 +212,7 @@ struct sp_exporter_loop {
     bool                console_owned;
     pthread_mutex_t     console_lock; /* a line at a time from both lanes */
     atomic_bool         stop;
+    uint64_t            stop_seen_ms; /* by the claim, waiting; 0: not */
 };
 
 /* ---- small helpers */
@@ -1500,7 +1501,8 @@ sp_sleep_ms(uint64_t ms)
 sp_status
 sp_exporter_claim(sp_exporter_loop *e)
 {
-    bool waited = false;
+    bool     waited = false;
+    uint64_t now;
 
     /* Once at least: asked to stop before it ran, it still reads and
      * exports what the workers wrote. */
@@ -1513,8 +1515,29 @@ sp_exporter_claim(sp_exporter_loop *e)
             }
             return SP_OK;
         }
+        /*
+         * Stopped while the previous exporter still reads (a stop soon
+         * after a reload): that one saw our wish, read the rings a last
+         * time and goes without reading on, so what the workers wrote
+         * since is ours to read, unless another waits too (reloads in a
+         * row): that one reads it, and a stopped one never takes the wish
+         * from a live one, so one of them always stays. Waited for, for
+         * half of the stop's time; sp_exporter_run leaves us the rest
+         * for our own flush.
+         */
         if (atomic_load(&e->stop)) {
-            return SP_ERR_NOT_FOUND;
+            if (sp_region_reader_wanted(e->o.region, e->pid)) {
+                return SP_ERR_NOT_FOUND;
+            }
+            now = sp_monotonic_ms();
+            if (e->stop_seen_ms == 0) {
+                e->stop_seen_ms = now;
+            } else if (now - e->stop_seen_ms >= e->timeout_ms / 2) {
+                sp_log(e, SP_LOG_WARN, "stopped while another exporter "
+                       "still reads the region: what the workers wrote "
+                       "after its last read is not exported");
+                return SP_ERR_NOT_FOUND;
+            }
         }
         if (!waited) {
             sp_log(e, SP_LOG_INFO,
@@ -1566,14 +1589,16 @@ sp_exporter_run(sp_exporter_loop *e)
     }
 
     /*
-     * Stopping, within the export timeout. Workers that finish their
+     * Stopping, within the export timeout from the stop (which the claim
+     * may have spent part of, waiting). Workers that finish their
      * requests after a graceful stop began write spans after this: read
      * on while one lives, for half of it, unless another exporter waits
      * for the region (a reload, a reopened log: it reads their rings).
      * Then what the workers wrote until now (every slot looked at, not
      * only the claimed ones), then everything held.
      */
-    end = sp_monotonic_ms() + e->timeout_ms;
+    end = (e->stop_seen_ms != 0 ? e->stop_seen_ms : sp_monotonic_ms())
+          + e->timeout_ms;
     while (sp_monotonic_ms() < end - e->timeout_ms / 2
            && !sp_region_reader_wanted(e->o.region, e->pid)
            && sp_region_writers_alive(e->o.region))

@@ -117,10 +117,12 @@ SP_API sp_status sp_exporter_create(const sp_exporter_options *o,
 
 /*
  * Claims the region's reader role for the pid, waiting while another
- * live exporter (the previous generation on reload) holds it. SP_OK, or
- * SP_ERR_NOT_FOUND when stopped while another holds it. Stopped before
- * the call, it still tries once: an exporter stopped right after its
- * start reads what the workers wrote.
+ * live exporter (the previous generation on reload) holds it. Stopped
+ * before or during the call, it still waits for that one, for half of
+ * the export timeout from the stop: an exporter stopped right after its
+ * start, or right after a reload, reads what the workers wrote after the
+ * previous one's last read. SP_OK, or SP_ERR_NOT_FOUND when the other
+ * still holds it then.
  */
 SP_API sp_status sp_exporter_claim(sp_exporter_loop *e);
 

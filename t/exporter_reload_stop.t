@@ -1,0 +1,137 @@
+#!/usr/bin/perl
+# A stop soon after a reload, while the previous exporter still goes. On a
+# reload (nginx: HUP; httpd: USR1, `apachectl -k graceful`) the new
+# exporter waits for the old one to give the region up; the old one, seeing
+# that, reads the rings a last time and goes without reading on, and its
+# last export may take up to its OTLP timeout. A stop that reached the new
+# one meanwhile made it give up at once: the spans the workers wrote after
+# the old one's last read (every request the new workers served) were never
+# read. Now the stopped one still waits for the region, within half of its
+# own timeout, reads them and sends them.
+# Real nginx and apache2 (event MPM) with the module and two independent
+# receivers: the first generation exports to one that stops answering
+# before the reload (its exporter's last export then lasts its 4 s
+# timeout), the second to another. Checked: the request served after the
+# reload, before the stop, arrives at the second; the new exporter says it
+# waited, then read; every exporter is gone after the stop.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use POSIX qw(WNOHANG);
+use Test::More;
+
+use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_cmd
+                        httpd_conf httpd_cmd spawn wait_for_port wait_until
+                        wait_for_log http_get);
+use Spanprof::Receiver;
+use Spanprof::Cases qw(arrived);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+plan skip_all => 'apache2 is not installed' unless -x '/usr/sbin/apache2';
+
+my $PARENT = '00f067aa0ba902b7';
+
+# Each server's configuration of a generation: its endpoint, the spans
+# held until a flush (the first generation's are sent at its exporter's
+# stop), its OTLP timeout.
+my %SERVERS = (
+    nginx => {
+        conf => sub {
+            my ($dir, $port, $url, $delay, $timeout) = @_;
+            nginx_conf($dir, port => $port,
+                http => "spanprof_otlp_endpoint $url;\n"
+                      . "    spanprof_bsp_schedule_delay $delay;\n"
+                      . "    spanprof_otlp_timeout $timeout;");
+        },
+        cmd => \&nginx_cmd,
+        reload => 'HUP',
+    },
+    httpd => {
+        conf => sub {
+            my ($dir, $port, $url, $delay, $timeout) = @_;
+            httpd_conf($dir, port => $port,
+                extra => "SpanprofOtlpEndpoint $url\n"
+                       . "SpanprofBspScheduleDelay $delay\n"
+                       . "SpanprofOtlpTimeout $timeout\n");
+        },
+        cmd => \&httpd_cmd,
+        reload => 'USR1',
+    },
+);
+
+# A GET of / in a sampled trace of its own; its trace id if answered 200.
+my $traced = 0;
+sub traced_get {
+    my ($port) = @_;
+    my $trace = sprintf '%032x', 0x5e10ad00 + ++$traced;
+    my ($status) = http_get($port, '/', "traceparent: 00-$trace-$PARENT-01");
+    return $status == 200 ? $trace : undef;
+}
+
+# SIGTERM to the server; its exit waited for (30 s at most: nginx's
+# manager and httpd wait for the exporter's flush).
+sub stop_server {
+    my ($pid) = @_;
+    kill 'TERM', $pid;
+    wait_until(sub { waitpid($pid, WNOHANG) == $pid }, 30)
+        or do { kill 'KILL', $pid; waitpid($pid, 0) };
+}
+
+for my $name (qw(nginx httpd)) {
+    my $s = $SERVERS{$name};
+    my $dir = new_dir();
+    my $old = Spanprof::Receiver->start(dir => $dir);
+    my $new = Spanprof::Receiver->start(dir => $dir);
+    my $port = free_port();
+    $s->{conf}->($dir, $port, 'http://127.0.0.1:' . $old->port, '60s',
+                 '4s');
+    my $pid = spawn({}, "$dir/stderr.log", $s->{cmd}->($dir));
+    ok(wait_for_port($port) && wait_for_log("$dir/error.log",
+           qr/exporter process \d+ started/), "$name starts")
+        or diag(read_file("$dir/error.log"));
+
+    # A span the first exporter holds, and sends at its stop, to a
+    # receiver that no longer answers: its last export lasts 4 s.
+    ok(traced_get($port), "$name: a request before the reload");
+    $old->control(stall_ms => -1);
+    # (its exporter, stopped, waits up to 10 s for the old one)
+    $s->{conf}->($dir, $port, 'http://127.0.0.1:' . $new->port, '5s',
+                 '20s');
+    kill $s->{reload}, $pid;
+    # Its last export arrived (stalled), so its last read is done; the new
+    # exporter waits for the region.
+    ok(wait_until(sub { $old->requests }, 30),
+       "$name: the old exporter sends what it held at its stop");
+    ok(wait_for_log("$dir/error.log",
+           qr/another exporter still reads the region: waiting/, 30),
+       "$name: the new exporter waits for the region");
+    my $id = traced_get($port);
+    ok($id, "$name: a request after the reload");
+    stop_server($pid);
+
+    my $arrived = arrived($new, 20, grep { defined } $id);
+    my $log = read_file("$dir/error.log");
+    is($arrived, 1,
+       "$name: its span arrives, though the stop came before the old "
+       . 'exporter left') or diag(join "\n", grep { /spanprof/ }
+                                   split /\n/, $log);
+    like($log, qr/previous exporter gone: reading/,
+         "$name: the new exporter read once the old one was gone");
+    unlike($log, qr/still reads the region: what the workers wrote/,
+           "$name: it did not give up");
+    # (a zombie's cmdline is empty)
+    my @started = $log =~ /exporter process (\d+) started/g;
+    my @left;
+    wait_until(sub { !(@left = grep {
+        read_file("/proc/$_/cmdline") =~ /^spanprof-exporter/ } @started) },
+        30);
+    is(scalar @started, 2, "$name: an exporter at the start and the reload");
+    is(scalar @left, 0, "$name: no exporter left running") or diag("@left");
+}
+
+done_testing();
