@@ -235,6 +235,8 @@ sub check_run {
          'argv[0] is the title given');
     finish_drive_when($h, exported_all($h));
     check_run($h, 'grpc');
+    is($h->{counters}{'symbolizer.resets'}, 0,
+       'grpc: under SPANPROF_DEBUG_MAX_BYTES, libdw keeps its state');
     my @req = $rcv->requests;
     check_logs($h, 'grpc', @req);
     check_traces($h, 'grpc', @req);
@@ -261,6 +263,24 @@ sub check_run {
         like($out, qr/drive_leaf.*\n.*drive_mid.*\n.*drive_root.*\n.*main/,
              'pprof shows the stack leaf first');
     }
+}
+
+# --- SPANPROF_DEBUG_MAX_BYTES: past it libdw's state is dropped, counted,
+# and the frames are named as before (each address once from libdw, then
+# from the symbolizer's own copies).
+
+{
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { base_env('http://127.0.0.1:' . $rcv->port),
+                 SPANPROF_DEBUG_MAX_BYTES => '1' },
+        args => [qw(--samples 40 --spans 5 --hold-ms 1500)]);
+    check_run($h, 'debug bound');
+    check_logs($h, 'debug bound', $rcv->requests);
+    cmp_ok($h->{counters}{'symbolizer.resets'} // 0, '>=', 4,
+           'debug bound: dropped after each of the 4 addresses');
+    is($h->{counters}{'symbolizer.debug_bytes'}, 0,
+       'debug bound: and holds nothing between lookups');
 }
 
 # --- TLS with a self-signed certificate, and headers

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs every Debian and npm package that building and testing spanprof
 # needs. Quick when everything is already there: it asks dpkg first and only
-# runs apt-get for what is missing.
+# runs apt-get for what is missing. libc6-dbg (7 MB, in Debian's main
+# archive): the symbolizer's unit tests read libc's DWARF from it, as an
+# exporter on a debugging host does.
 set -eu
 
 DEBIAN_PACKAGES="build-essential pkg-config clang libclang-rt-14-dev
@@ -9,7 +11,7 @@ nginx nginx-dev apache2 apache2-dev libapr1-dev libaprutil1-dev
 libprotobuf-c-dev protobuf-c-compiler libgrpc-dev zlib1g-dev
 libunwind-dev libdw-dev libelf-dev libcmocka-dev
 perl golang-go wrk valgrind curl procps openssl dpkg-dev
-libyaml-libyaml-perl lintian"
+libyaml-libyaml-perl lintian libc6-dbg"
 
 SUDO=
 if [ "$(id -u)" != 0 ]; then

@@ -1287,7 +1287,8 @@ sp_exporter_counters_format(const sp_exporter_counters *c, char *buf,
         "dropped.queue_full=%llu dropped.export_failed=%llu "
         "dropped.too_large=%llu dropped.disabled=%llu "
         "dropped.shutdown=%llu ring.full=%llu "
-        "ring.corrupt=%llu requests=%llu queue_bytes=%llu",
+        "ring.corrupt=%llu requests=%llu queue_bytes=%llu "
+        "symbolizer.resets=%llu symbolizer.debug_bytes=%llu",
         (unsigned long long)c->received, (unsigned long long)c->samples,
         (unsigned long long)c->spans, (unsigned long long)c->objects,
         (unsigned long long)c->exported, (unsigned long long)c->held,
@@ -1300,7 +1301,9 @@ sp_exporter_counters_format(const sp_exporter_counters *c, char *buf,
         (unsigned long long)c->ring_full,
         (unsigned long long)c->ring_corrupt,
         (unsigned long long)c->requests,
-        (unsigned long long)c->queue_bytes);
+        (unsigned long long)c->queue_bytes,
+        (unsigned long long)c->symbolizer_resets,
+        (unsigned long long)c->symbolizer_debug_bytes);
     for (i = 0; i < SP_GRPC_CODES; i++) {
         if (c->failures[i] != 0) {
             n += (size_t)snprintf(n < size ? buf + n : NULL,
@@ -1317,8 +1320,16 @@ static void
 sp_log_counters(sp_exporter_loop *e, const char *when)
 {
     sp_exporter_counters c;
-    char                 line[900];
+    sp_symbolizer_stats  ss;
+    char                 line[1000];
 
+    /* This thread is the symbolizer's: its figures go through the lock
+       to whoever else reads the counters. */
+    sp_symbolizer_stats_get(e->symbolizer, &ss);
+    pthread_mutex_lock(&e->lock);
+    e->shared.symbolizer_resets = ss.debug_resets;
+    e->shared.symbolizer_debug_bytes = ss.debug_bytes;
+    pthread_mutex_unlock(&e->lock);
     sp_exporter_counters_get(e, &c);
     sp_exporter_counters_format(&c, line, sizeof(line));
     sp_log(e, SP_LOG_INFO, "%s%s", line, when);
@@ -1764,6 +1775,7 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
 
     memset(&so, 0, sizeof(so));
     so.debug_dirs = o->debug_dirs;
+    so.max_debug_bytes = o->max_debug_bytes;
     so.max_addresses = SP_EXPORTER_SYMBOL_CACHE;
     memset(&bo, 0, sizeof(bo));
     memset(&ri, 0, sizeof(ri));

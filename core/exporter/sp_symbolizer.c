@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,20 @@
 #define SP_RETRY_MS     10000   /* an unreadable file is tried again */
 #define SP_RECHECK_MS   1000    /* a file known by path is stat'ed again */
 #define SP_PATH_MAX     4096
+#define SP_NAME_BYTES   32      /* name store per cached address */
+#define SP_NAMES_MIN    4096
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SP_ASAN 1
+#endif
+#endif
+#ifdef SP_ASAN
+/* ASan's allocator, not glibc's, serves malloc: mallinfo2 says 0. */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 typedef enum sp_key_kind {
     SP_KEY_BUILD_ID = 1,
@@ -42,8 +57,9 @@ typedef struct sp_symfile {
     ino_t           ino;
     off_t           size;
     struct timespec mtime;
-    Dwfl           *dwfl;
+    Dwfl           *dwfl;       /* NULL when closed or dropped */
     Dwfl_Module    *mod;
+    size_t          debug_bytes; /* heap libdw took for this session */
     uint64_t        low;        /* the module's ELF addresses [low, high) */
     uint64_t        high;
     uint64_t        last_use;
@@ -85,6 +101,17 @@ struct sp_symbolizer {
     sp_symbol_line      *ring;
     uint32_t             ring_mask;
     uint64_t             ring_head;
+    /* The names of cached answers, copied out of libdw so that they
+       outlive its sessions: interned in one block, emptied whole (and
+       the cache with it) when full. name_slots: offsets + 1; 0 free. */
+    char                *names;
+    size_t               names_size;
+    size_t               names_used;
+    uint32_t            *name_slots;
+    uint32_t             name_mask;
+    uint32_t             name_count;
+    size_t               max_debug_bytes;
+    size_t               debug_bytes;   /* sum of the files' */
     sp_symbolizer_stats  stats;
 };
 
@@ -309,13 +336,25 @@ sp_path_usable(const char *path, size_t len)
            && memchr(path, '\0', len) == NULL;
 }
 
+/* Ends f's libdwfl session, and with it all libdw holds of the file. */
+static bool
+sp_file_end(sp_symbolizer *s, sp_symfile *f)
+{
+    if (f->dwfl == NULL) {
+        return false;
+    }
+    dwfl_end(f->dwfl);
+    f->dwfl = NULL;
+    f->mod = NULL;
+    s->debug_bytes -= f->debug_bytes;
+    f->debug_bytes = 0;
+    return true;
+}
+
 static void
 sp_file_close(sp_symbolizer *s, sp_symfile *f)
 {
-    if (f->dwfl != NULL) {
-        dwfl_end(f->dwfl);
-        f->dwfl = NULL;
-        f->mod = NULL;
+    if (sp_file_end(s, f)) {
         s->stats.files_closed++;
     }
 }
@@ -323,13 +362,66 @@ sp_file_close(sp_symbolizer *s, sp_symfile *f)
 static void
 sp_file_fail(sp_symbolizer *s, sp_symfile *f, sp_object_file state)
 {
-    if (f->dwfl != NULL) {
-        dwfl_end(f->dwfl);
-        f->dwfl = NULL;
-        f->mod = NULL;
-    }
+    sp_file_end(s, f);
     f->state = state;
     s->stats.files_failed++;
+}
+
+/* ---- what libdw holds */
+
+/*
+ * Bytes allocated on the heap now, by every thread: the part another
+ * thread allocates while libdw works is charged to libdw, which only
+ * makes the bound come sooner.
+ */
+static size_t
+sp_heap_bytes(void)
+{
+#ifdef SP_ASAN
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    struct mallinfo2 mi = mallinfo2();
+
+    return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+/*
+ * Charges f's session with what the heap grew by since `before`. libdw
+ * keeps what it reads (inflated sections, units, line tables, DIE
+ * indexes) until the session ends, so growth is what it holds; a net
+ * shrink is not credited (it frees nothing it kept before dwfl_end).
+ */
+static void
+sp_charge(sp_symbolizer *s, sp_symfile *f, size_t before)
+{
+    size_t after = sp_heap_bytes();
+
+    if (f->dwfl != NULL && after > before) {
+        f->debug_bytes += after - before;
+        s->debug_bytes += after - before;
+    }
+}
+
+/*
+ * Past max_debug_bytes, ends every session: libdw's state is dropped
+ * whole, and each file opened again at its next uncached address. The
+ * address cache keeps its names (they are copies), so hot addresses
+ * never need libdw again. The freed heap goes back to the system.
+ */
+static void
+sp_debug_bound(sp_symbolizer *s)
+{
+    uint32_t i;
+
+    if (s->debug_bytes <= s->max_debug_bytes) {
+        return;
+    }
+    for (i = 0; i < s->max_files; i++) {
+        sp_file_end(s, &s->files[i]);
+    }
+    s->stats.debug_resets++;
+    malloc_trim(0);
 }
 
 /*
@@ -337,7 +429,7 @@ sp_file_fail(sp_symbolizer *s, sp_symfile *f, sp_object_file state)
  * holds for an earlier file is never taken for this one.
  */
 static void
-sp_file_open(sp_symbolizer *s, sp_symfile *f, const sp_object *obj,
+sp_file_session(sp_symbolizer *s, sp_symfile *f, const sp_object *obj,
     int64_t now)
 {
     struct stat          st;
@@ -414,6 +506,38 @@ sp_file_open(sp_symbolizer *s, sp_symfile *f, const sp_object *obj,
     f->low = low;
     f->high = high;
     f->state = SP_OBJECT_FILE_OK;
+}
+
+static void
+sp_file_open(sp_symbolizer *s, sp_symfile *f, const sp_object *obj,
+    int64_t now)
+{
+    size_t before = sp_heap_bytes();
+
+    sp_file_session(s, f, obj, now);
+    sp_charge(s, f, before);
+}
+
+/*
+ * Opens again a file whose session sp_debug_bound ended. When it is still
+ * the file it was, it keeps its id, and so its cached answers.
+ */
+static void
+sp_file_reopen(sp_symbolizer *s, sp_symfile *f, const sp_object *obj)
+{
+    uint64_t        id = f->id;
+    dev_t           dev = f->dev;
+    ino_t           ino = f->ino;
+    off_t           size = f->size;
+    struct timespec mtime = f->mtime;
+
+    sp_file_open(s, f, obj, sp_now_ms());
+    if (f->state == SP_OBJECT_FILE_OK && f->dev == dev && f->ino == ino
+        && f->size == size && f->mtime.tv_sec == mtime.tv_sec
+        && f->mtime.tv_nsec == mtime.tv_nsec)
+    {
+        f->id = id;
+    }
 }
 
 static bool
@@ -832,6 +956,99 @@ sp_cache_put(sp_symbolizer *s, uint64_t id, uint64_t a, const sp_answer *ans)
     s->ring_head += ans->inline_count;
 }
 
+/* ---- the names of cached answers */
+
+static void
+sp_names_flush(sp_symbolizer *s)
+{
+    uint32_t i;
+
+    /* Every cached answer points into the store: a new id for each file
+       makes them all unreachable, without a pass over the cache. */
+    for (i = 0; i < s->max_files; i++) {
+        if (s->files[i].id != 0) {
+            s->files[i].id = ++s->next_id;
+        }
+    }
+    memset(s->name_slots, 0,
+           ((size_t)s->name_mask + 1) * sizeof(*s->name_slots));
+    s->names_used = 0;
+    s->name_count = 0;
+    s->stats.name_flushes++;
+}
+
+/* The store's copy of text, added if new; NULL when the store is full. */
+static const char *
+sp_name_copy(sp_symbolizer *s, const char *text)
+{
+    size_t   len = strlen(text);
+    uint32_t i = (uint32_t)sp_hash_key(0, text, len) & s->name_mask;
+    uint32_t at;
+
+    while ((at = s->name_slots[i]) != 0) {
+        if (strcmp(s->names + at - 1, text) == 0) {
+            return s->names + at - 1;
+        }
+        i = (i + 1) & s->name_mask;
+    }
+    if (len >= s->names_size - s->names_used
+        || s->name_count >= (s->name_mask + 1) / 2)
+    {
+        return NULL;
+    }
+    memcpy(s->names + s->names_used, text, len + 1);
+    s->name_slots[i] = (uint32_t)s->names_used + 1;
+    s->names_used += len + 1;
+    s->name_count++;
+    return s->names + s->name_slots[i] - 1;
+}
+
+/*
+ * Points ans's strings at copies in the store, emptying it first if they
+ * do not fit. False (ans unchanged) when they could not fit at all.
+ */
+static bool
+sp_names_take(sp_symbolizer *s, sp_answer *ans)
+{
+    const char    **text[2 * (1 + SP_SYMBOL_MAX_INLINE)];
+    const char     *copy[2 * (1 + SP_SYMBOL_MAX_INLINE)];
+    sp_symbol_line *l;
+    size_t          need = 0;
+    unsigned        n = 0, i, j, round;
+
+    for (j = 0; j <= ans->inline_count; j++) {
+        l = j == 0 ? &ans->frame : &ans->inlined[j - 1];
+        if (l->function != NULL) {
+            text[n++] = &l->function;
+        }
+        if (l->file != NULL) {
+            text[n++] = &l->file;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        need += strlen(*text[i]) + 1;
+    }
+    if (need > s->names_size / 2) {
+        return false;
+    }
+    for (round = 0; round < 2; round++) {
+        for (i = 0; i < n; i++) {
+            copy[i] = sp_name_copy(s, *text[i]);
+            if (copy[i] == NULL) {
+                break;
+            }
+        }
+        if (i == n) {
+            for (i = 0; i < n; i++) {
+                *text[i] = copy[i];
+            }
+            return true;
+        }
+        sp_names_flush(s);
+    }
+    return false;
+}
+
 /* ---- the API */
 
 static sp_status
@@ -878,6 +1095,7 @@ sp_symbolizer_create(const sp_symbolizer_options *options,
     const char    *dirs = SP_SYMBOLIZER_DEFAULT_DEBUG_DIRS;
     uint32_t       files = SP_SYMBOLIZER_DEFAULT_OBJECTS;
     uint32_t       addresses = SP_SYMBOLIZER_DEFAULT_ADDRESSES;
+    size_t         debug_bytes = SP_SYMBOLIZER_DEFAULT_DEBUG_BYTES;
     uint32_t       i;
     sp_status      rc;
 
@@ -896,6 +1114,9 @@ sp_symbolizer_create(const sp_symbolizer_options *options,
         if (options->max_addresses > 0) {
             addresses = options->max_addresses;
         }
+        if (options->max_debug_bytes > 0) {
+            debug_bytes = options->max_debug_bytes;
+        }
     }
     addresses = sp_pow2(addresses < SP_WAYS ? SP_WAYS : addresses);
     elf_version(EV_CURRENT);
@@ -908,6 +1129,7 @@ sp_symbolizer_create(const sp_symbolizer_options *options,
     s->callbacks.find_debuginfo = sp_find_debuginfo;
     s->callbacks.section_address = dwfl_offline_section_address;
     s->max_files = files;
+    s->max_debug_bytes = debug_bytes;
     s->bucket_mask = sp_pow2(2 * files) - 1;
     s->set_mask = addresses / SP_WAYS - 1;
     s->ring_mask = sp_pow2(addresses < SP_SYMBOL_MAX_INLINE
@@ -916,8 +1138,17 @@ sp_symbolizer_create(const sp_symbolizer_options *options,
     s->buckets = malloc(((size_t)s->bucket_mask + 1) * sizeof(int32_t));
     s->cache = calloc(addresses, sizeof(*s->cache));
     s->ring = calloc((size_t)s->ring_mask + 1, sizeof(*s->ring));
+    s->names_size = (size_t)addresses * SP_NAME_BYTES;
+    if (s->names_size < SP_NAMES_MIN || s->names_size > (UINT32_C(1) << 30)) {
+        s->names_size = s->names_size < SP_NAMES_MIN ? SP_NAMES_MIN
+                                                     : UINT32_C(1) << 30;
+    }
+    s->name_mask = sp_pow2((uint32_t)(s->names_size / 16)) - 1;
+    s->names = malloc(s->names_size);
+    s->name_slots = calloc((size_t)s->name_mask + 1,
+                           sizeof(*s->name_slots));
     if (s->files == NULL || s->buckets == NULL || s->cache == NULL
-        || s->ring == NULL)
+        || s->ring == NULL || s->names == NULL || s->name_slots == NULL)
     {
         sp_symbolizer_destroy(s);
         return SP_ERR_NOMEM;
@@ -960,6 +1191,8 @@ sp_symbolizer_destroy(sp_symbolizer *s)
     free(s->buckets);
     free(s->cache);
     free(s->ring);
+    free(s->names);
+    free(s->name_slots);
     free(s);
 }
 
@@ -971,7 +1204,7 @@ sp_symbolizer_lookup(sp_symbolizer *s, const sp_object *objects,
     sp_symfile      *f;
     sp_answer        ans;
     uint64_t         at, a;
-    size_t           i;
+    size_t           i, before;
 
     if (out == NULL) {
         return SP_ERR_INVALID;
@@ -1015,14 +1248,32 @@ sp_symbolizer_lookup(sp_symbolizer *s, const sp_object *objects,
     out->file_state = f->state;
     a = at - obj->load_bias;
     if (f->state != SP_OBJECT_FILE_OK || a < f->low || a >= f->high) {
+        sp_debug_bound(s);
         return SP_OK;
     }
+    /* Answered from the cache even when the bound dropped the file's
+       session: its names are copies. */
     if (sp_cache_get(s, f->id, a, out)) {
         s->stats.cache_hits++;
         return SP_OK;
     }
+    if (f->mod == NULL) {
+        sp_file_reopen(s, f, obj);
+        out->file_state = f->state;
+        if (f->state != SP_OBJECT_FILE_OK || a < f->low || a >= f->high) {
+            sp_debug_bound(s);
+            return SP_OK;
+        }
+    }
+    before = sp_heap_bytes();
     sp_resolve(f, a, &ans);
-    sp_cache_put(s, f->id, a, &ans);
+    sp_charge(s, f, before);
+    /* A name too long for the store is not cached, and points into
+       libdw until the next lookup: the bound waits until then. */
+    if (sp_names_take(s, &ans)) {
+        sp_cache_put(s, f->id, a, &ans);
+        sp_debug_bound(s);
+    }
     out->source = ans.source;
     out->frame = ans.frame;
     out->inline_count = ans.inline_count;
@@ -1043,6 +1294,7 @@ sp_symbolizer_stats_get(const sp_symbolizer *s, sp_symbolizer_stats *out)
     }
     *out = s->stats;
     out->objects = s->file_count;
+    out->debug_bytes = s->debug_bytes;
 }
 
 const char *

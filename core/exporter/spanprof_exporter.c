@@ -10,7 +10,8 @@
  *   SIGTERM, SIGINT         blocked until the handler below is in place
  * Its own knobs (README, "The exporter"): SPANPROF_CONSOLE_PATH,
  * SPANPROF_PROFILING_FORMAT=text, SPANPROF_EXPORTER_MAX_BYTES,
- * SPANPROF_DEBUG_DIRS, SPANPROF_COUNTERS_INTERVAL_MS.
+ * SPANPROF_DEBUG_DIRS, SPANPROF_DEBUG_MAX_BYTES,
+ * SPANPROF_COUNTERS_INTERVAL_MS.
  *
  * Every log line is in the error log format of the server it serves,
  * "... spanprof-exporter: message" (sp_log_prefix.h), or without
@@ -263,6 +264,7 @@ main(int argc, char **argv)
     o.text_format = format != NULL && strcmp(format, "text") == 0;
     o.max_queue_bytes = (size_t)sp_env_u64("SPANPROF_EXPORTER_MAX_BYTES", 0);
     o.debug_dirs = getenv("SPANPROF_DEBUG_DIRS");
+    o.max_debug_bytes = (size_t)sp_env_u64("SPANPROF_DEBUG_MAX_BYTES", 0);
     o.counters_interval_ms = sp_env_u64("SPANPROF_COUNTERS_INTERVAL_MS", 0);
     o.log = sp_log_line;
 

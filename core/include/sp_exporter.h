@@ -23,8 +23,9 @@
  *     one more pair, sends the oldest off early.
  *   - one logs and one traces request being built: 4 MiB each, with
  *     buffers that may double that.
- *   - the symbolizer: sp_symbolizer.h's bound, 64 open files and
- *     SP_EXPORTER_SYMBOL_CACHE addresses (5.5 MiB of caches).
+ *   - the symbolizer: sp_symbolizer.h's bound, 64 open files,
+ *     SP_EXPORTER_SYMBOL_CACHE addresses (8 MiB of caches) and what libdw
+ *     holds of their debug info, max_debug_bytes [64 MiB].
  *   - one table of loaded objects per live worker.
  * Peak RSS with the defaults, collector down, rings flooded: see README.
  *
@@ -58,7 +59,7 @@ typedef void (*sp_exporter_log_fn)(void *ctx, sp_log_level level,
 #define SP_EXPORTER_DEFAULT_PROFILE_BYTES (1u << 20)
 #define SP_EXPORTER_COUNTERS_INTERVAL_MS  60000
 /*
- * Addresses the symbolizer caches (5.5 MiB): with its default of 16384 the
+ * Addresses the symbolizer caches (8 MiB): with its default of 16384 the
  * inlined frames of a server's few thousand hot addresses overflow its
  * ring and are looked up again and again (10x slower on libc's code).
  */
@@ -78,6 +79,7 @@ typedef struct sp_exporter_options {
     uint32_t         max_profiles;      /* 0: default */
     size_t           profile_bytes;     /* 0: default */
     const char      *debug_dirs;        /* NULL: the symbolizer's */
+    size_t           max_debug_bytes;   /* 0: the symbolizer's */
     uint64_t         counters_interval_ms; /* 0: default */
     sp_exporter_log_fn log;         /* NULL: nothing logged */
     void            *log_ctx;
@@ -104,6 +106,9 @@ typedef struct sp_exporter_counters {
     uint64_t requests;          /* requests exported */
     uint64_t failures[17];      /* failed calls by gRPC status */
     uint64_t queue_bytes;       /* now */
+    /* The symbolizer's, as of the last counters line logged. */
+    uint64_t symbolizer_resets; /* libdw's state dropped: max_debug_bytes */
+    uint64_t symbolizer_debug_bytes; /* what libdw held */
 } sp_exporter_counters;
 
 /*

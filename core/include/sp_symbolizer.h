@@ -34,11 +34,19 @@
  *
  * Memory is bounded by the options: at most max_objects files open (the
  * least recently used is closed to open another; each holds up to two
- * descriptors, its file mapped, and what libdw parsed of it, which grows
- * with the part of its debug info looked up, at most about its size),
- * plus a fixed address cache of max_addresses entries of 64 bytes and as
- * many 24-byte slots for inlined frames, allocated at creation: 1.4 MiB
- * with the defaults.
+ * descriptors and its file mapped); what libdw has read of them (inflated
+ * debug sections, parsed units and line tables), measured as the heap's
+ * growth during its calls (mallinfo2), at most max_debug_bytes [64 MiB]
+ * between lookups: past it every session is ended (counted in
+ * debug_resets) and each file opened again at its next address not
+ * cached, so one lookup may take what one file's first lookup reads above
+ * it; plus a fixed address cache of max_addresses entries of 64 bytes, as
+ * many 24-byte slots for inlined frames and 40 bytes for their names
+ * (copies, so that cached answers outlive libdw's sessions; emptied with
+ * the cache when full, counted in name_flushes), allocated at creation:
+ * 2 MiB with the defaults. A max_debug_bytes below what one file's first
+ * lookup reads (libc with Debian's libc6-dbg: 12 MiB of inflated
+ * sections) makes each new address of it read them again.
  *
  * Not thread-safe: one thread uses a symbolizer. Errors are returned,
  * never printed.
@@ -52,6 +60,7 @@
 #define SP_SYMBOLIZER_DEFAULT_OBJECTS     64
 #define SP_SYMBOLIZER_DEFAULT_ADDRESSES   16384
 #define SP_SYMBOLIZER_DEFAULT_DEBUG_DIRS  "/usr/lib/debug"
+#define SP_SYMBOLIZER_DEFAULT_DEBUG_BYTES ((size_t)64 << 20)
 #define SP_SYMBOL_MAX_INLINE              8
 
 typedef struct sp_symbolizer sp_symbolizer;
@@ -63,6 +72,8 @@ typedef struct sp_symbolizer_options {
     uint32_t    max_objects;    /* 0: SP_SYMBOLIZER_DEFAULT_OBJECTS */
     uint32_t    max_addresses;  /* 0: SP_SYMBOLIZER_DEFAULT_ADDRESSES;
                                    rounded up to a power of two */
+    size_t      max_debug_bytes; /* what libdw may hold between lookups;
+                                    0: SP_SYMBOLIZER_DEFAULT_DEBUG_BYTES */
 } sp_symbolizer_options;
 
 /* Where a name came from. */
@@ -129,6 +140,9 @@ typedef struct sp_symbolizer_stats {
     uint64_t files_opened;      /* object files opened (libdwfl sessions) */
     uint64_t files_failed;      /* unreadable, not ELF, or mismatch */
     uint64_t files_closed;      /* closed to make room, or changed */
+    uint64_t debug_resets;      /* libdw's state dropped: max_debug_bytes */
+    uint64_t name_flushes;      /* address cache emptied: names full */
+    uint64_t debug_bytes;       /* what libdw holds now, as measured */
     uint32_t objects;           /* objects cached now (failed ones too) */
 } sp_symbolizer_stats;
 

@@ -62,6 +62,20 @@ typedef struct table {
     int       seen;
 } table;
 
+/* Return addresses in libc, and their names from libc6-dbg's DWARF. */
+#define LIBC_ADDRESSES 1000
+
+typedef struct answer {
+    char    *function;
+    char    *file;
+    uint32_t line;
+} answer;
+
+static const sp_object *libc_object;
+static uintptr_t        libc_at[LIBC_ADDRESSES];
+static answer           libc_want[LIBC_ADDRESSES];
+static size_t           libc_dwarf;     /* 0: not looked up yet */
+
 static char    dir[64];        /* mkdtemp: short */
 static char    source[PATH_MAX];
 static variant variants[V_COUNT];
@@ -394,6 +408,10 @@ teardown(void **state)
     for (i = 0; i < objects.count; i++) {
         free(objects.paths[i]);
     }
+    for (i = 0; i < LIBC_ADDRESSES; i++) {
+        free(libc_want[i].function);
+        free(libc_want[i].file);
+    }
     for (i = 0; i < V_COUNT; i++) {
         if (variants[i].handle != NULL) {
             dlclose(variants[i].handle);
@@ -430,16 +448,23 @@ marker_line(const char *marker)
 }
 
 static sp_symbolizer *
-symbolizer(const char *debug_dirs, uint32_t max_objects,
-    uint32_t max_addresses)
+symbolizer_capped(const char *debug_dirs, uint32_t max_objects,
+    uint32_t max_addresses, size_t max_debug_bytes)
 {
     sp_symbolizer_options options = { debug_dirs, max_objects,
-                                      max_addresses };
+                                      max_addresses, max_debug_bytes };
     sp_symbolizer        *s = NULL;
 
     assert_int_equal(sp_symbolizer_create(&options, &s), SP_OK);
     assert_non_null(s);
     return s;
+}
+
+static sp_symbolizer *
+symbolizer(const char *debug_dirs, uint32_t max_objects,
+    uint32_t max_addresses)
+{
+    return symbolizer_capped(debug_dirs, max_objects, max_addresses, 0);
 }
 
 static sp_symbol
@@ -1108,10 +1133,192 @@ no_descriptor_outlives_the_symbolizer(void **state)
     assert_int_equal(count_fds(), before);
 }
 
+/* ---- libc with its separate debug info (libc6-dbg, `make deps`) */
+
+static char *
+copy_or_null(const char *text)
+{
+    return text == NULL ? NULL : strdup(text);
+}
+
+static void
+assert_same_text(const char *got, const char *want)
+{
+    if (want == NULL) {
+        assert_null(got);
+    } else {
+        assert_non_null(got);
+        assert_string_equal(got, want);
+    }
+}
+
+/*
+ * Return addresses spread over libc's code, each once, and what an
+ * unbounded symbolizer names them; false without libc's DWARF.
+ */
+static bool
+libc_with_debug_info(void)
+{
+    sp_symbolizer      *s;
+    sp_symbolizer_stats st;
+    sp_symbol           r;
+    const char         *base;
+    size_t              i, step, dwarf = 0;
+
+    for (i = 0; i < objects.count && libc_object == NULL; i++) {
+        base = strrchr(objects.paths[i], '/');
+        if (base != NULL && strncmp(base, "/libc.so.", 9) == 0) {
+            libc_object = &objects.objects[i];
+        }
+    }
+    if (libc_object == NULL) {
+        return false;
+    }
+    if (libc_dwarf > 0) {
+        return libc_dwarf - 1 > LIBC_ADDRESSES / 2;
+    }
+    step = (libc_object->end - libc_object->start) / LIBC_ADDRESSES;
+    s = symbolizer(NULL, 0, 65536);
+    for (i = 0; i < LIBC_ADDRESSES; i++) {
+        libc_at[i] = libc_object->start + 1
+                     + (i * UINT64_C(2654435761)) % LIBC_ADDRESSES * step;
+        r = lookup(s, libc_at[i], true);
+        dwarf += r.source == SP_SYMBOL_DWARF;
+        libc_want[i].function = copy_or_null(r.frame.function);
+        libc_want[i].file = copy_or_null(r.frame.file);
+        libc_want[i].line = r.frame.line;
+    }
+    sp_symbolizer_stats_get(s, &st);
+    assert_int_equal(st.debug_resets, 0);
+    sp_symbolizer_destroy(s);
+    libc_dwarf = dwarf + 1;
+    return dwarf > LIBC_ADDRESSES / 2;
+}
+
+static void
+assert_libc_answer(const sp_symbol *r, size_t i)
+{
+    assert_same_text(r->frame.function, libc_want[i].function);
+    assert_same_text(r->frame.file, libc_want[i].file);
+    assert_int_equal(r->frame.line, libc_want[i].line);
+}
+
+/* A function of libc as libc's own DWARF names it, and its file. */
+static void
+assert_libc_function(sp_symbolizer *s, const char *name, const char *file)
+{
+    void     *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    uintptr_t f;
+    sp_symbol r;
+
+    assert_non_null(libc);
+    f = (uintptr_t)dlsym(libc, name);
+    dlclose(libc);
+    assert_true(f != 0);
+    r = lookup(s, f + 1, false);
+    assert_function(&r, name, SP_SYMBOL_DWARF);
+    assert_non_null(r.frame.file);
+    assert_non_null(strstr(r.frame.file, file));
+}
+
+static void
+assert_libc_names(sp_symbolizer *s)
+{
+    assert_libc_function(s, "div", "stdlib/div.c");
+    assert_libc_function(s, "rand", "stdlib/rand.c");
+}
+
+static void
+libdw_state_stays_under_its_bound_and_names_stay_right(void **state)
+{
+    sp_symbolizer      *s;
+    sp_symbolizer_stats st;
+    sp_symbol           r;
+    size_t              first, full, cap, i, opened, hits;
+
+    (void)state;
+    if (!libc_with_debug_info()) {
+        fail_msg("no DWARF for libc: install libc6-dbg (make deps)");
+    }
+    /* What libdw reads at the first lookup (libc6-dbg's sections,
+       inflated), and once it has seen every address. */
+    s = symbolizer(NULL, 0, 65536);
+    lookup(s, libc_at[0], true);
+    sp_symbolizer_stats_get(s, &st);
+    first = st.debug_bytes;
+    for (i = 1; i < LIBC_ADDRESSES; i++) {
+        lookup(s, libc_at[i], true);
+    }
+    sp_symbolizer_stats_get(s, &st);
+    full = st.debug_bytes;
+    sp_symbolizer_destroy(s);
+    assert_true(first > 0);
+    assert_true(full > first);
+
+    /* A bound between the two: libdw's state is dropped as it passes. */
+    cap = first + (full - first) / 2;
+    s = symbolizer_capped(NULL, 0, 65536, cap);
+    assert_libc_names(s);
+    for (i = 0; i < LIBC_ADDRESSES; i++) {
+        r = lookup(s, libc_at[i], true);
+        assert_libc_answer(&r, i);
+        sp_symbolizer_stats_get(s, &st);
+        assert_true(st.debug_bytes <= cap);
+    }
+    print_message("libdw held %zu KiB after the first lookup, %zu KiB "
+                  "after %d; bound %zu KiB: %llu resets\n", first >> 10,
+                  full >> 10, LIBC_ADDRESSES, cap >> 10,
+                  (unsigned long long)st.debug_resets);
+    assert_true(st.debug_resets >= 1);
+    assert_libc_names(s);
+
+    /* Every answer is kept: the hot addresses never need libdw again. */
+    sp_symbolizer_stats_get(s, &st);
+    opened = st.files_opened;
+    hits = st.cache_hits;
+    for (i = 0; i < LIBC_ADDRESSES; i++) {
+        r = lookup(s, libc_at[i], true);
+        assert_libc_answer(&r, i);
+    }
+    sp_symbolizer_stats_get(s, &st);
+    assert_int_equal(st.cache_hits, hits + LIBC_ADDRESSES);
+    assert_int_equal(st.files_opened, opened);
+    sp_symbolizer_destroy(s);
+}
+
+static void
+a_full_name_store_empties_the_cache_and_names_stay_right(void **state)
+{
+    /* 64 addresses: 4 KiB of names, less than libc's 1000 take. */
+    sp_symbolizer      *s = symbolizer(NULL, 0, 64);
+    sp_symbolizer_stats st;
+    sp_symbol           r;
+    size_t              round, i;
+
+    (void)state;
+    if (!libc_with_debug_info()) {
+        fail_msg("no DWARF for libc: install libc6-dbg (make deps)");
+    }
+    for (round = 0; round < 2; round++) {
+        for (i = 0; i < LIBC_ADDRESSES; i++) {
+            r = lookup(s, libc_at[i], true);
+            assert_libc_answer(&r, i);
+            /* Hot: its own name, from the cache. */
+            r = lookup(s, libc_at[i], true);
+            assert_libc_answer(&r, i);
+        }
+    }
+    sp_symbolizer_stats_get(s, &st);
+    assert_true(st.name_flushes >= 2);
+    assert_true(st.cache_hits >= LIBC_ADDRESSES * 2 - st.name_flushes);
+    assert_int_equal(st.debug_resets, 0);
+    sp_symbolizer_destroy(s);
+}
+
 static void
 bad_arguments_are_refused(void **state)
 {
-    sp_symbolizer_options options = { "relative/dir", 0, 0 };
+    sp_symbolizer_options options = { "relative/dir", 0, 0, 0 };
     sp_symbolizer        *s = NULL;
     sp_symbolizer_stats   st;
     sp_symbol             r;
@@ -1163,6 +1370,10 @@ main(void)
         cmocka_unit_test(inlined_frames_written_over_are_looked_up_again),
         cmocka_unit_test(unusable_files_are_reported_never_followed),
         cmocka_unit_test(no_descriptor_outlives_the_symbolizer),
+        cmocka_unit_test(
+            libdw_state_stays_under_its_bound_and_names_stay_right),
+        cmocka_unit_test(
+            a_full_name_store_empties_the_cache_and_names_stay_right),
         cmocka_unit_test(bad_arguments_are_refused),
     };
 
