@@ -1,6 +1,8 @@
 #!/bin/sh
 # The exporter benchmark (bench/README.md): throughput of the drain thread
 # on one core, then peak RSS under a flood while the collector is down.
+# `run.sh symbolizer [LOOKUPS [MAX_DEBUG_MIB]]`: only what the symbolizer
+# holds as distinct addresses come (bench_symbolizer.c).
 # Run from the top of the tree after `make build`.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,6 +17,14 @@ cc -std=c11 -D_GNU_SOURCE -O2 -g -I"$top/core/include" -I"$top/t/bin" \
 cc -std=c11 -D_GNU_SOURCE -O1 -g -I"$top/core/include" -I"$top/t/bin" \
     "$top/t/bin/exporter_drive.c" "$build/libspanprof_core.a" -lunwind -lm \
     -o "$out/exporter_drive"
+cc -std=c11 -D_GNU_SOURCE -O2 -g -I"$top/core/include" -I"$top/t/bin" \
+    "$top/bench/exporter/bench_symbolizer.c" "$build/libspanprof_export.a" \
+    "$build/libspanprof_core.a" $libs -o "$out/bench_symbolizer"
+
+if [ "${1:-}" = symbolizer ]; then
+    shift
+    exec "$out/bench_symbolizer" "$@"
+fi
 
 echo "== throughput (one core: taskset -c 0)"
 taskset -c 0 "$out/bench_exporter" "${ROUNDS:-7}"
