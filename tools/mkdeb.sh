@@ -175,6 +175,10 @@ the workers tied to those spans. A separate spanprof-exporter process,
 started by the module, sends both over OTLP/gRPC to a collector
 (OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4317)."
 
+# The sampler's unwinder, libgcc's, is loaded with dlopen (sp_sampler.c):
+# dpkg-shlibdeps cannot see it.
+dlopened=libgcc-s1
+
 # --- nginx
 n=libnginx-mod-http-spanprof
 d="$work/$n/usr/lib/nginx/modules"
@@ -188,7 +192,7 @@ cp "$top/tools/deb/nginx.prerm" "$work/$n/DEBIAN/prerm"
 cp "$top/tools/deb/nginx.postrm" "$work/$n/DEBIAN/postrm"
 libs=$(shlibdeps "$d/ngx_http_spanprof_module.so" "$d/spanprof-exporter")
 recommends=nginx
-pkg "$n" "$nginx_abi, $libs" "OpenTelemetry tracing and profiling module for nginx" \
+pkg "$n" "$nginx_abi, $libs, $dlopened" "OpenTelemetry tracing and profiling module for nginx" \
 "$common_long
 
 This package holds the dynamic module for Debian's nginx and its exporter,
@@ -210,7 +214,7 @@ cp "$top/tools/deb/apache2.prerm" "$work/$n/DEBIAN/prerm"
 cp "$top/tools/deb/apache2.postrm" "$work/$n/DEBIAN/postrm"
 libs=$(shlibdeps "$d/mod_spanprof.so" "$d/spanprof-exporter")
 recommends=apache2
-pkg "$n" "$apache_api, $libs" "OpenTelemetry tracing and profiling module for Apache httpd" \
+pkg "$n" "$apache_api, $libs, $dlopened" "OpenTelemetry tracing and profiling module for Apache httpd" \
 "$common_long
 
 This package holds the module for Debian's apache2 and its exporter, side
