@@ -1288,7 +1288,8 @@ sp_exporter_counters_format(const sp_exporter_counters *c, char *buf,
         "dropped.too_large=%llu dropped.disabled=%llu "
         "dropped.shutdown=%llu ring.full=%llu "
         "ring.corrupt=%llu requests=%llu queue_bytes=%llu "
-        "symbolizer.resets=%llu symbolizer.debug_bytes=%llu",
+        "symbolizer.resets=%llu symbolizer.debug_bytes=%llu "
+        "symbolizer.over_cap_objects=%llu",
         (unsigned long long)c->received, (unsigned long long)c->samples,
         (unsigned long long)c->spans, (unsigned long long)c->objects,
         (unsigned long long)c->exported, (unsigned long long)c->held,
@@ -1303,7 +1304,8 @@ sp_exporter_counters_format(const sp_exporter_counters *c, char *buf,
         (unsigned long long)c->requests,
         (unsigned long long)c->queue_bytes,
         (unsigned long long)c->symbolizer_resets,
-        (unsigned long long)c->symbolizer_debug_bytes);
+        (unsigned long long)c->symbolizer_debug_bytes,
+        (unsigned long long)c->symbolizer_over_cap);
     for (i = 0; i < SP_GRPC_CODES; i++) {
         if (c->failures[i] != 0) {
             n += (size_t)snprintf(n < size ? buf + n : NULL,
@@ -1321,7 +1323,7 @@ sp_log_counters(sp_exporter_loop *e, const char *when)
 {
     sp_exporter_counters c;
     sp_symbolizer_stats  ss;
-    char                 line[1000];
+    char                 line[1100];
 
     /* This thread is the symbolizer's: its figures go through the lock
        to whoever else reads the counters. */
@@ -1329,6 +1331,7 @@ sp_log_counters(sp_exporter_loop *e, const char *when)
     pthread_mutex_lock(&e->lock);
     e->shared.symbolizer_resets = ss.debug_resets;
     e->shared.symbolizer_debug_bytes = ss.debug_bytes;
+    e->shared.symbolizer_over_cap = ss.over_cap_objects;
     pthread_mutex_unlock(&e->lock);
     sp_exporter_counters_get(e, &c);
     sp_exporter_counters_format(&c, line, sizeof(line));
@@ -1695,6 +1698,28 @@ sp_sink_create(sp_exporter_loop *e, sp_otlp_signal signal, sp_setting exporter,
     return sp_otlp_client_create(&cc, &k->client, err, err_size);
 }
 
+/*
+ * Once per file: from now on its frames have no files, lines or inlined
+ * calls, which the operator sees in the profiles, so the log says why.
+ */
+static void
+sp_symbolizer_over_cap(void *ctx, const char *path, const char *debug_path,
+                       size_t first_bytes)
+{
+    sp_exporter_loop *e = ctx;
+    size_t            cap = e->o.max_debug_bytes > 0
+                            ? e->o.max_debug_bytes
+                            : SP_SYMBOLIZER_DEFAULT_DEBUG_BYTES;
+
+    sp_log(e, SP_LOG_WARN, "symbolizer: the debug info of %s%s%s%s takes "
+           "%zu bytes to name one address, too much for "
+           "SPANPROF_DEBUG_MAX_BYTES=%zu: its frames are named from its "
+           "symbol table from now on, without files, lines or inlined "
+           "calls", path, debug_path != NULL ? " (" : "",
+           debug_path != NULL ? debug_path : "",
+           debug_path != NULL ? ")" : "", first_bytes, cap);
+}
+
 sp_status
 sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
                    char *err, size_t err_size)
@@ -1776,6 +1801,8 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     memset(&so, 0, sizeof(so));
     so.debug_dirs = o->debug_dirs;
     so.max_debug_bytes = o->max_debug_bytes;
+    so.over_cap = sp_symbolizer_over_cap;
+    so.over_cap_ctx = e;
     so.max_addresses = SP_EXPORTER_SYMBOL_CACHE;
     memset(&bo, 0, sizeof(bo));
     memset(&ri, 0, sizeof(ri));

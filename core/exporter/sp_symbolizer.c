@@ -60,6 +60,8 @@ typedef struct sp_symfile {
     Dwfl           *dwfl;       /* NULL when closed or dropped */
     Dwfl_Module    *mod;
     size_t          debug_bytes; /* heap libdw took for this session */
+    size_t          base_bytes; /* of it, once it named its first address */
+    bool            symbols_only; /* over the bound: never read DWARF */
     uint64_t        low;        /* the module's ELF addresses [low, high) */
     uint64_t        high;
     uint64_t        last_use;
@@ -112,6 +114,8 @@ struct sp_symbolizer {
     uint32_t             name_count;
     size_t               max_debug_bytes;
     size_t               debug_bytes;   /* sum of the files' */
+    sp_symbolizer_over_cap_fn over_cap;
+    void                *over_cap_ctx;
     sp_symbolizer_stats  stats;
 };
 
@@ -236,6 +240,15 @@ sp_open_debug(const char *path, const sp_symfile *f,
     return -1;
 }
 
+/* The debug file found: its name goes to libdwfl (which frees it), for
+   sp_symbolizer_over_cap_fn. */
+static int
+sp_found_debug(int fd, const char *path, char **name)
+{
+    *name = strdup(path);
+    return fd;
+}
+
 /*
  * libdwfl's find_debuginfo callback. Not dwfl_standard_find_debuginfo:
  * that one asks debuginfod servers over the network when DEBUGINFOD_URLS
@@ -260,7 +273,6 @@ sp_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
     (void)modname;
     (void)base;
     (void)file_name;
-    (void)debuginfo_file_name;
     if (f == NULL) {
         return -1;
     }
@@ -280,7 +292,7 @@ sp_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
             if (n > 0 && (size_t)n < sizeof(path)) {
                 fd = sp_open_debug(path, f, bits, len, false, 0);
                 if (fd >= 0) {
-                    return fd;
+                    return sp_found_debug(fd, path, debuginfo_file_name);
                 }
             }
         }
@@ -303,7 +315,7 @@ sp_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
             if (n > 0 && (size_t)n < sizeof(path)) {
                 fd = sp_open_debug(path, f, bits, len, true, crc);
                 if (fd >= 0) {
-                    return fd;
+                    return sp_found_debug(fd, path, debuginfo_file_name);
                 }
             }
         }
@@ -348,6 +360,7 @@ sp_file_end(sp_symbolizer *s, sp_symfile *f)
     f->mod = NULL;
     s->debug_bytes -= f->debug_bytes;
     f->debug_bytes = 0;
+    f->base_bytes = 0;
     return true;
 }
 
@@ -390,17 +403,40 @@ sp_heap_bytes(void)
  * Charges f's session with what the heap grew by since `before`. libdw
  * keeps what it reads (inflated sections, units, line tables, DIE
  * indexes) until the session ends, so growth is what it holds; a net
- * shrink is not credited (it frees nothing it kept before dwfl_end).
+ * shrink is not credited (it frees nothing it kept before dwfl_end). A
+ * file named from its symbol tables only is not charged: it holds them
+ * (read once per session, whatever the addresses), no debug info.
  */
 static void
 sp_charge(sp_symbolizer *s, sp_symfile *f, size_t before)
 {
     size_t after = sp_heap_bytes();
 
-    if (f->dwfl != NULL && after > before) {
+    if (f->dwfl != NULL && !f->symbols_only && after > before) {
         f->debug_bytes += after - before;
         s->debug_bytes += after - before;
     }
+}
+
+/*
+ * From now on f is named from its symbol tables only (.symtab, its own or
+ * its debug file's, else .dynsym): its DWARF is never read again.
+ */
+static void
+sp_file_over_cap(sp_symbolizer *s, sp_symfile *f)
+{
+    const char *debug = NULL;
+
+    f->symbols_only = true;
+    s->stats.over_cap_objects++;
+    if (s->over_cap != NULL) {
+        if (f->mod != NULL) {
+            dwfl_module_info(f->mod, NULL, NULL, NULL, NULL, NULL, NULL,
+                             &debug);
+        }
+        s->over_cap(s->over_cap_ctx, f->path, debug, f->base_bytes);
+    }
+    sp_file_end(s, f);
 }
 
 /*
@@ -408,14 +444,43 @@ sp_charge(sp_symbolizer *s, sp_symfile *f, size_t before)
  * whole, and each file opened again at its next uncached address. The
  * address cache keeps its names (they are copies), so hot addresses
  * never need libdw again. The freed heap goes back to the system.
+ *
+ * What a file reads to name its first address (its debug sections,
+ * inflated: libc6-dbg's 12 MiB) is read again at its first address after
+ * a reset, and that is most of a reset's cost. When it is more than twice
+ * what the sessions read since (each one's growth past its first
+ * address), a reset would mostly buy the reading of the same again, for
+ * a few new addresses each time, without end: a file whose debug info
+ * alone is over the bound, or close under it. Then the file of them that
+ * read the most first is named from its symbol tables from now on, which
+ * bounds the resets by the files, and each reset's reading again by
+ * twice the new reading it makes room for.
  */
 static void
 sp_debug_bound(sp_symbolizer *s)
 {
-    uint32_t i;
+    sp_symfile *f, *big = NULL;
+    size_t      base = 0;
+    uint32_t    i;
 
     if (s->debug_bytes <= s->max_debug_bytes) {
         return;
+    }
+    for (i = 0; i < s->max_files; i++) {
+        f = &s->files[i];
+        if (f->dwfl != NULL && !f->symbols_only) {
+            base += f->base_bytes;
+            if (big == NULL || f->base_bytes > big->base_bytes) {
+                big = f;
+            }
+        }
+    }
+    if (big != NULL && base / 2 > s->debug_bytes - base) {
+        sp_file_over_cap(s, big);
+        if (s->debug_bytes <= s->max_debug_bytes) {
+            malloc_trim(0);
+            return;
+        }
     }
     for (i = 0; i < s->max_files; i++) {
         sp_file_end(s, &s->files[i]);
@@ -892,7 +957,7 @@ static void
 sp_resolve(sp_symfile *f, uint64_t a, sp_answer *ans)
 {
     memset(ans, 0, sizeof(*ans));
-    if (!sp_resolve_dwarf(f, a, ans)) {
+    if (f->symbols_only || !sp_resolve_dwarf(f, a, ans)) {
         sp_resolve_symbol(f, a, ans);
     }
 }
@@ -1130,6 +1195,10 @@ sp_symbolizer_create(const sp_symbolizer_options *options,
     s->callbacks.section_address = dwfl_offline_section_address;
     s->max_files = files;
     s->max_debug_bytes = debug_bytes;
+    if (options != NULL) {
+        s->over_cap = options->over_cap;
+        s->over_cap_ctx = options->over_cap_ctx;
+    }
     s->bucket_mask = sp_pow2(2 * files) - 1;
     s->set_mask = addresses / SP_WAYS - 1;
     s->ring_mask = sp_pow2(addresses < SP_SYMBOL_MAX_INLINE
@@ -1268,6 +1337,9 @@ sp_symbolizer_lookup(sp_symbolizer *s, const sp_object *objects,
     before = sp_heap_bytes();
     sp_resolve(f, a, &ans);
     sp_charge(s, f, before);
+    if (f->base_bytes == 0) {
+        f->base_bytes = f->debug_bytes;
+    }
     /* A name too long for the store is not cached, and points into
        libdw until the next lookup: the bound waits until then. */
     if (sp_names_take(s, &ans)) {

@@ -109,6 +109,7 @@ typedef struct sp_exporter_counters {
     /* The symbolizer's, as of the last counters line logged. */
     uint64_t symbolizer_resets; /* libdw's state dropped: max_debug_bytes */
     uint64_t symbolizer_debug_bytes; /* what libdw held */
+    uint64_t symbolizer_over_cap; /* files named without DWARF: the bound */
 } sp_exporter_counters;
 
 /*

@@ -44,9 +44,20 @@
  * many 24-byte slots for inlined frames and 40 bytes for their names
  * (copies, so that cached answers outlive libdw's sessions; emptied with
  * the cache when full, counted in name_flushes), allocated at creation:
- * 2 MiB with the defaults. A max_debug_bytes below what one file's first
- * lookup reads (libc with Debian's libc6-dbg: 12 MiB of inflated
- * sections) makes each new address of it read them again.
+ * 2 MiB with the defaults.
+ *
+ * A reset makes each file read again, at its next new address, what it
+ * read to name its first one (libc with Debian's libc6-dbg: 12 MiB of
+ * inflated sections). So that resets cannot spin on that, when at the
+ * bound the sessions' first reading is more than twice their reading
+ * since (a file whose debug info alone is over the bound or close under
+ * it), the file of them that read the most first is named from then on
+ * from its symbol tables only (.symtab, its own or its debug file's, else
+ * .dynsym: functions, no files, lines or inlined calls), never reading
+ * its DWARF again: counted in over_cap_objects, told to over_cap. What
+ * such a file holds (its symbol table) does not grow with the addresses
+ * and is not charged to the bound. The mark lasts while the file stays
+ * among the max_objects cached.
  *
  * Not thread-safe: one thread uses a symbolizer. Errors are returned,
  * never printed.
@@ -65,6 +76,15 @@
 
 typedef struct sp_symbolizer sp_symbolizer;
 
+/*
+ * Told once for each file whose debug info the bound cannot hold (see
+ * above), before its DWARF is dropped: the object's path, its separate
+ * debug file's (NULL when none or not known), and what libdw took to name
+ * its first address.
+ */
+typedef void (*sp_symbolizer_over_cap_fn)(void *ctx, const char *path,
+    const char *debug_path, size_t first_bytes);
+
 typedef struct sp_symbolizer_options {
     /* Directories of separate debug info, ':'-separated, each absolute.
        NULL: SP_SYMBOLIZER_DEFAULT_DEBUG_DIRS; "": none. */
@@ -74,6 +94,8 @@ typedef struct sp_symbolizer_options {
                                    rounded up to a power of two */
     size_t      max_debug_bytes; /* what libdw may hold between lookups;
                                     0: SP_SYMBOLIZER_DEFAULT_DEBUG_BYTES */
+    sp_symbolizer_over_cap_fn over_cap;  /* NULL: not told */
+    void       *over_cap_ctx;
 } sp_symbolizer_options;
 
 /* Where a name came from. */
@@ -141,6 +163,8 @@ typedef struct sp_symbolizer_stats {
     uint64_t files_failed;      /* unreadable, not ELF, or mismatch */
     uint64_t files_closed;      /* closed to make room, or changed */
     uint64_t debug_resets;      /* libdw's state dropped: max_debug_bytes */
+    uint64_t over_cap_objects;  /* files named without DWARF since: their
+                                   debug info is too big for the bound */
     uint64_t name_flushes;      /* address cache emptied: names full */
     uint64_t debug_bytes;       /* what libdw holds now, as measured */
     uint32_t objects;           /* objects cached now (failed ones too) */

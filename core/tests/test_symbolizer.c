@@ -447,17 +447,50 @@ marker_line(const char *marker)
     return found;
 }
 
-static sp_symbolizer *
-symbolizer_capped(const char *debug_dirs, uint32_t max_objects,
-    uint32_t max_addresses, size_t max_debug_bytes)
+/* What sp_symbolizer_over_cap_fn was told. */
+typedef struct over_cap_told {
+    int    times;
+    char   path[PATH_MAX];
+    char   debug_path[PATH_MAX];
+    size_t first_bytes;
+} over_cap_told;
+
+static void
+over_cap_tell(void *ctx, const char *path, const char *debug_path,
+    size_t first_bytes)
 {
-    sp_symbolizer_options options = { debug_dirs, max_objects,
-                                      max_addresses, max_debug_bytes };
-    sp_symbolizer        *s = NULL;
+    over_cap_told *t = ctx;
+
+    t->times++;
+    snprintf(t->path, sizeof(t->path), "%s", path);
+    snprintf(t->debug_path, sizeof(t->debug_path), "%s",
+             debug_path != NULL ? debug_path : "");
+    t->first_bytes = first_bytes;
+}
+
+static sp_symbolizer *
+symbolizer_told(const char *debug_dirs, uint32_t max_objects,
+    uint32_t max_addresses, size_t max_debug_bytes, over_cap_told *told)
+{
+    sp_symbolizer_options options = {
+        .debug_dirs = debug_dirs, .max_objects = max_objects,
+        .max_addresses = max_addresses, .max_debug_bytes = max_debug_bytes,
+        .over_cap = told != NULL ? over_cap_tell : NULL,
+        .over_cap_ctx = told
+    };
+    sp_symbolizer *s = NULL;
 
     assert_int_equal(sp_symbolizer_create(&options, &s), SP_OK);
     assert_non_null(s);
     return s;
+}
+
+static sp_symbolizer *
+symbolizer_capped(const char *debug_dirs, uint32_t max_objects,
+    uint32_t max_addresses, size_t max_debug_bytes)
+{
+    return symbolizer_told(debug_dirs, max_objects, max_addresses,
+                           max_debug_bytes, NULL);
 }
 
 static sp_symbolizer *
@@ -1203,19 +1236,26 @@ assert_libc_answer(const sp_symbol *r, size_t i)
     assert_int_equal(r->frame.line, libc_want[i].line);
 }
 
-/* A function of libc as libc's own DWARF names it, and its file. */
-static void
-assert_libc_function(sp_symbolizer *s, const char *name, const char *file)
+/* The address of a function libc exports. */
+static uintptr_t
+libc_function(const char *name)
 {
     void     *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     uintptr_t f;
-    sp_symbol r;
 
     assert_non_null(libc);
     f = (uintptr_t)dlsym(libc, name);
     dlclose(libc);
     assert_true(f != 0);
-    r = lookup(s, f + 1, false);
+    return f;
+}
+
+/* A function of libc as libc's own DWARF names it, and its file. */
+static void
+assert_libc_function(sp_symbolizer *s, const char *name, const char *file)
+{
+    sp_symbol r = lookup(s, libc_function(name) + 1, false);
+
     assert_function(&r, name, SP_SYMBOL_DWARF);
     assert_non_null(r.frame.file);
     assert_non_null(strstr(r.frame.file, file));
@@ -1226,6 +1266,31 @@ assert_libc_names(sp_symbolizer *s)
 {
     assert_libc_function(s, "div", "stdlib/div.c");
     assert_libc_function(s, "rand", "stdlib/rand.c");
+}
+
+/*
+ * What libdw holds of libc once it named libc_at[0] (libc6-dbg's sections,
+ * inflated) and, in *full, once it named every libc_at.
+ */
+static size_t
+libc_debug_bytes(size_t *full)
+{
+    sp_symbolizer      *s = symbolizer(NULL, 0, 65536);
+    sp_symbolizer_stats st;
+    size_t              first, i;
+
+    lookup(s, libc_at[0], true);
+    sp_symbolizer_stats_get(s, &st);
+    first = st.debug_bytes;
+    for (i = 1; i < LIBC_ADDRESSES; i++) {
+        lookup(s, libc_at[i], true);
+    }
+    sp_symbolizer_stats_get(s, &st);
+    *full = st.debug_bytes;
+    sp_symbolizer_destroy(s);
+    assert_true(first > 0);
+    assert_true(*full > first);
+    return first;
 }
 
 static void
@@ -1240,23 +1305,13 @@ libdw_state_stays_under_its_bound_and_names_stay_right(void **state)
     if (!libc_with_debug_info()) {
         fail_msg("no DWARF for libc: install libc6-dbg (make deps)");
     }
-    /* What libdw reads at the first lookup (libc6-dbg's sections,
-       inflated), and once it has seen every address. */
-    s = symbolizer(NULL, 0, 65536);
-    lookup(s, libc_at[0], true);
-    sp_symbolizer_stats_get(s, &st);
-    first = st.debug_bytes;
-    for (i = 1; i < LIBC_ADDRESSES; i++) {
-        lookup(s, libc_at[i], true);
-    }
-    sp_symbolizer_stats_get(s, &st);
-    full = st.debug_bytes;
-    sp_symbolizer_destroy(s);
-    assert_true(first > 0);
-    assert_true(full > first);
+    first = libc_debug_bytes(&full);
 
-    /* A bound between the two: libdw's state is dropped as it passes. */
-    cap = first + (full - first) / 2;
+    /* A bound between the two: libdw's state is dropped as it passes.
+       Past the first reading there is room to read more than half as
+       much again: each reset is worth its reading again, and libc keeps
+       its DWARF. */
+    cap = first + (full - first) * 3 / 4;
     s = symbolizer_capped(NULL, 0, 65536, cap);
     assert_libc_names(s);
     for (i = 0; i < LIBC_ADDRESSES; i++) {
@@ -1270,6 +1325,7 @@ libdw_state_stays_under_its_bound_and_names_stay_right(void **state)
                   full >> 10, LIBC_ADDRESSES, cap >> 10,
                   (unsigned long long)st.debug_resets);
     assert_true(st.debug_resets >= 1);
+    assert_int_equal(st.over_cap_objects, 0);
     assert_libc_names(s);
 
     /* Every answer is kept: the hot addresses never need libdw again. */
@@ -1284,6 +1340,77 @@ libdw_state_stays_under_its_bound_and_names_stay_right(void **state)
     assert_int_equal(st.cache_hits, hits + LIBC_ADDRESSES);
     assert_int_equal(st.files_opened, opened);
     sp_symbolizer_destroy(s);
+}
+
+/*
+ * A bound below what libc's debug info takes at its first lookup, or so
+ * little above it that each reset would read it all again for a few new
+ * addresses: libc's DWARF is read once, then its addresses are named from
+ * its symbol table (libc6-dbg's), without lines, instead of being read
+ * again for every few new addresses without end.
+ */
+static void
+debug_info_too_big_for_the_bound_is_read_once(void **state)
+{
+    sp_symbolizer      *s;
+    sp_symbolizer_stats st;
+    sp_symbol           r;
+    over_cap_told       told;
+    size_t              first, full, cap[2], c, pass, i, named;
+    uint64_t            resets[2];
+
+    (void)state;
+    if (!libc_with_debug_info()) {
+        fail_msg("no DWARF for libc: install libc6-dbg (make deps)");
+    }
+    first = libc_debug_bytes(&full);
+    cap[0] = first / 2;
+    cap[1] = first + first / 8;
+    for (c = 0; c < 2; c++) {
+        memset(&told, 0, sizeof(told));
+        s = symbolizer_told(NULL, 0, 65536, cap[c], &told);
+        named = 0;
+        /* Passes of new addresses, as new stacks come to an exporter. */
+        for (pass = 0; pass < 10; pass++) {
+            for (i = pass * 100; i < (pass + 1) * 100; i++) {
+                r = lookup(s, libc_at[i], true);
+                named += r.frame.function != NULL;
+                sp_symbolizer_stats_get(s, &st);
+                assert_true(st.debug_bytes <= cap[c]);
+            }
+            if (pass == 0) {
+                resets[0] = st.debug_resets;
+            }
+        }
+        resets[1] = st.debug_resets;
+        print_message("libc's debug info: %zu KiB at its first lookup; "
+                      "bound %zu KiB: %llu resets after 100 addresses, "
+                      "%llu after 1000, %llu files opened, %zu of 1000 "
+                      "named\n", first >> 10, cap[c] >> 10,
+                      (unsigned long long)resets[0],
+                      (unsigned long long)resets[1],
+                      (unsigned long long)st.files_opened, named);
+        assert_true(st.debug_resets <= 1);
+        assert_true(st.files_opened <= 2);
+        assert_int_equal(st.over_cap_objects, 1);
+        /* Told once, with the files: libc, and libc6-dbg's by build id. */
+        assert_int_equal(told.times, 1);
+        assert_string_equal(told.path, objects.paths[libc_object
+                                                     - objects.objects]);
+        assert_non_null(strstr(told.debug_path, "/.build-id/"));
+        assert_true(told.first_bytes >= first / 2);
+        assert_true(named > LIBC_ADDRESSES / 2);
+        /* Exported functions keep their names, from the symbol table. */
+        r = lookup(s, libc_function("div") + 1, false);
+        assert_function(&r, "div", SP_SYMBOL_SYMTAB);
+        assert_null(r.frame.file);
+        assert_int_equal(r.frame.line, 0);
+        r = lookup(s, libc_function("rand") + 1, false);
+        assert_function(&r, "rand", SP_SYMBOL_SYMTAB);
+        sp_symbolizer_stats_get(s, &st);
+        assert_int_equal(st.debug_bytes, 0);
+        sp_symbolizer_destroy(s);
+    }
 }
 
 static void
@@ -1318,7 +1445,7 @@ a_full_name_store_empties_the_cache_and_names_stay_right(void **state)
 static void
 bad_arguments_are_refused(void **state)
 {
-    sp_symbolizer_options options = { "relative/dir", 0, 0, 0 };
+    sp_symbolizer_options options = { .debug_dirs = "relative/dir" };
     sp_symbolizer        *s = NULL;
     sp_symbolizer_stats   st;
     sp_symbol             r;
@@ -1372,6 +1499,7 @@ main(void)
         cmocka_unit_test(no_descriptor_outlives_the_symbolizer),
         cmocka_unit_test(
             libdw_state_stays_under_its_bound_and_names_stay_right),
+        cmocka_unit_test(debug_info_too_big_for_the_bound_is_read_once),
         cmocka_unit_test(
             a_full_name_store_empties_the_cache_and_names_stay_right),
         cmocka_unit_test(bad_arguments_are_refused),
