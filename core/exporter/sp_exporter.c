@@ -891,28 +891,30 @@ static sp_status
 sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
 {
     sp_span_view span;
-    sp_status    st = SP_OK;
+    sp_status    st;
+    size_t       n;
 
     if (sp_span_decode(v->body, v->len, &span) != SP_OK) {
         return SP_ERR_INVALID;
     }
-    if (sp_otlp_traces_count(e->traces) + 1 > e->bsp_queue) {
+    /* the spans held before this one: a span added makes it n + 1 */
+    n = sp_otlp_traces_count(e->traces);
+    if (n + 1 > e->bsp_queue) {
         e->local.dropped_queue_full++;
         return SP_OK;
     }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        st = sp_otlp_traces_add_span(e->traces, e->resource, &span);
-        if (st != SP_ERR_TOO_LONG || sp_otlp_traces_count(e->traces) == 0) {
-            break;
-        }
+    st = sp_otlp_traces_add_span(e->traces, e->resource, &span);
+    if (st == SP_ERR_TOO_LONG && n > 0) {
         sp_traces_push(e);
+        n = 0;
+        st = sp_otlp_traces_add_span(e->traces, e->resource, &span);
     }
     if (st == SP_OK) {
-        if (sp_otlp_traces_count(e->traces) == 1) {
+        if (n == 0) {
             e->traces_first_ms = sp_now_ms(e);
         }
         e->held_build++;
-        if (sp_otlp_traces_count(e->traces) >= e->bsp_batch) {
+        if (n + 1 >= e->bsp_batch) {
             sp_traces_push(e);
         }
         return SP_OK;
