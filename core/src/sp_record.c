@@ -135,6 +135,18 @@ sp_get64(const unsigned char *p, size_t off)
     return v;
 }
 
+/* Two bytes, the first the low one, whatever the machine's order. */
+static inline uint16_t
+sp_get16le(const unsigned char *p, size_t off)
+{
+    uint16_t v = sp_get16(p, off);
+
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = (uint16_t)(v >> 8 | v << 8);
+#endif
+    return v;
+}
+
 /* Word by word: the ids it checks are read for every record. */
 static inline bool
 sp_all_zero(const unsigned char *p, size_t len)
@@ -478,8 +490,9 @@ sp_status
 sp_span_decode(const void *body, size_t len, sp_span_view *out)
 {
     const unsigned char *b = body, *p;
-    size_t               n, m, i = 0, trace, span, off, flen, l;
+    size_t               n, m, i = 0, trace, span, off, flen;
     uint64_t             v;
+    uint32_t             w;
 
     if (body == NULL || len < SP_SPAN_HEAD || sp_get32(b, 4) != 0) {
         return SP_ERR_INVALID;
@@ -487,8 +500,8 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
     p = b + SP_SPAN_HEAD;
     n = len - SP_SPAN_HEAD;
     /* the ids' lengths as the encoder writes them, one byte each */
-    if (n >= 28 && p[0] == SP_TAG_SPAN_TRACE_ID && p[1] == 16
-        && p[18] == SP_TAG_SPAN_SPAN_ID && p[19] == 8)
+    if (n >= 28 && sp_get16le(p, 0) == (SP_TAG_SPAN_TRACE_ID | 16 << 8)
+        && sp_get16le(p, 18) == (SP_TAG_SPAN_SPAN_ID | 8 << 8))
     {
         trace = 2;
         span = 20;
@@ -535,29 +548,37 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
     }
     i += 18;
     m = n - 6;
-    /* i <= m from here on: p[i..i + 6) lie inside the message */
-    while (p[i] == SP_TAG_SPAN_ATTR) {
-        l = p[i + 1];
-        if (l < 0x80) {
-            i += l + 2;
+    /*
+     * i <= m from here on: p[i..i + 6) lie inside the message. The tag
+     * and the length byte are taken as one number, tag + 256 * length:
+     * less the attribute's tag, it has no bit of 0x80ff set exactly when
+     * the tag is the attribute's and the length fits its byte, and then
+     * it is 256 * length (8 instructions an attribute instead of 9).
+     * Where the loop stops, w holds the status's tag and length, or the
+     * flags' two tags: a status of another length fails at the flags.
+     */
+    for (;;) {
+        w = sp_get16le(p, i);
+        if (((w - SP_TAG_SPAN_ATTR) & 0x80ff) == 0) {
+            i += (size_t)(w >> 8) + 2;
             if (i > m) {
                 return SP_ERR_INVALID;
             }
+        } else if ((w & 0xff) != SP_TAG_SPAN_ATTR) {
+            break;
         } else if ((i = sp_skip_attr(p, m, i)) == 0) {
             return SP_ERR_INVALID;
         }
     }
-    if (p[i] == SP_TAG_SPAN_STATUS) {
-        if (p[i + 1] != 2 || p[i + 2] != SP_TAG_STATUS_CODE
-            || p[i + 3] > SP_STATUS_ERROR)
-        {
+    if (w == (SP_TAG_SPAN_STATUS | 2 << 8)) {
+        w = sp_get16le(p, i + 2);
+        if ((w & 0xff) != SP_TAG_STATUS_CODE || w >> 8 > SP_STATUS_ERROR) {
             return SP_ERR_INVALID;
         }
         i += 4;
+        w = sp_get16le(p, i);
     }
-    if (n - i != 6 || p[i] != SP_TAG_SPAN_FLAGS0
-        || p[i + 1] != SP_TAG_SPAN_FLAGS1)
-    {
+    if (n - i != 6 || w != (SP_TAG_SPAN_FLAGS0 | SP_TAG_SPAN_FLAGS1 << 8)) {
         return SP_ERR_INVALID;
     }
     out->pid = sp_get32(b, 0);
