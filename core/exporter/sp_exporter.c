@@ -928,6 +928,15 @@ sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
 {
     sp_status st;
 
+    /* spans first: a server that traces reads one or more a request */
+    if (v->type == SP_RECORD_SPAN) {
+        e->local.received++;
+        e->local.spans++;
+        if (sp_span_take(e, v) == SP_ERR_INVALID) {
+            e->local.dropped_corrupt++;
+        }
+        return;
+    }
     if (v->type == SP_RECORD_OBJECTS) {
         sp_objects_record r;
 
@@ -945,9 +954,6 @@ sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
     if (v->type == SP_RECORD_SAMPLE) {
         e->local.samples++;
         st = sp_sample_take(e, v);
-    } else if (v->type == SP_RECORD_SPAN) {
-        e->local.spans++;
-        st = sp_span_take(e, v);
     } else {
         st = SP_ERR_INVALID;
     }
