@@ -22,7 +22,8 @@ WARN        := -Wall -Wextra -Werror
 CORE_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(WARN) \
                -fvisibility=hidden -Icore/include -Icore/src -I$(BUILD)/proto
 # Libraries the core needs at link time; passed to both adapters' builds.
-CORE_LIBS   := -lunwind -lm
+# Not libgcc_s: the sampler loads its unwinder with dlopen (sp_sampler.c).
+CORE_LIBS   := -lm
 # The exporter's own: never loaded into a server's workers.
 EXPORT_LIBS := $(shell pkg-config --libs grpc libprotobuf-c zlib libdw 2>/dev/null) \
                -lelf -lpthread
@@ -256,10 +257,11 @@ unit-asan: $(ASAN_BINS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    tools/run-unit.sh "unit (ASan+UBSan)" $(ASAN_BINS)
 
-# The sampler under valgrind too (signals, timers, libunwind); the
-# suppressions cover libunwind's own readability probes. valgrind runs one
-# thread at a time; its default lock let a thread that spins starve the
-# blocked ones (CI once saw one call each in two seconds): a fair one.
+# The sampler under valgrind too (signals, timers, libgcc's unwinder); the
+# suppression covers sp_in_unwinder's reads of the top of a sampled
+# thread's stack, unused words too. valgrind runs one thread at a time;
+# its default lock let a thread that spins starve the blocked ones (CI
+# once saw one call each in two seconds): a fair one.
 # test_crc32c too: the callgrind benchmarks mean something only if valgrind
 # computes the crc32 instruction as the CPU does.
 unit-valgrind: $(BUILD)/tests/test_sampler $(BUILD)/tests/test_crc32c

@@ -126,6 +126,8 @@ for my $name (sort keys %pkg) {
         is($f{Section}, 'debug', "$name: Section debug");
     } else {
         ok((grep { $_ eq 'libc6' } @dep), "$name: Depends libc6 (dpkg-shlibdeps)");
+        ok(!(grep { /^libunwind/ } @dep),
+           "$name: no libunwind (nothing links it since libgcc's unwinder)");
     }
     if ($p->{nolibc}) {
     } elsif ($p->{abi}) {

@@ -9,7 +9,7 @@ set -eu
 DEBIAN_PACKAGES="build-essential pkg-config clang libclang-rt-14-dev
 nginx nginx-dev apache2 apache2-dev libapr1-dev libaprutil1-dev
 libprotobuf-c-dev protobuf-c-compiler libgrpc-dev zlib1g-dev
-libunwind-dev libdw-dev libelf-dev libcmocka-dev
+libdw-dev libelf-dev libcmocka-dev
 perl golang-go wrk valgrind curl procps openssl dpkg-dev
 libyaml-libyaml-perl lintian libc6-dbg"
 

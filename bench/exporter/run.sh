@@ -9,13 +9,13 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${SPANPROF_BUILD:-$top/build}
 out=${TMPDIR:-/tmp}/spanprof-bench-exporter
 mkdir -p "$out"
-libs="$(pkg-config --libs grpc libprotobuf-c zlib libdw) -lelf -lpthread -lunwind -lm"
+libs="$(pkg-config --libs grpc libprotobuf-c zlib libdw) -lelf -lpthread -lm"
 
 cc -std=c11 -D_GNU_SOURCE -O2 -g -I"$top/core/include" -I"$top/t/bin" \
     "$top/bench/exporter/bench_exporter.c" "$build/libspanprof_export.a" \
     "$build/libspanprof_core.a" $libs -o "$out/bench_exporter"
 cc -std=c11 -D_GNU_SOURCE -O1 -g -I"$top/core/include" -I"$top/t/bin" \
-    "$top/t/bin/exporter_drive.c" "$build/libspanprof_core.a" -lunwind -lm \
+    "$top/t/bin/exporter_drive.c" "$build/libspanprof_core.a" -lm \
     -o "$out/exporter_drive"
 cc -std=c11 -D_GNU_SOURCE -O2 -g -I"$top/core/include" -I"$top/t/bin" \
     "$top/bench/exporter/bench_symbolizer.c" "$build/libspanprof_export.a" \

@@ -30,7 +30,7 @@ sub build_driver {
     my @cmd = ('cc', '-std=c11', '-D_GNU_SOURCE', '-O1', '-g', '-Wall',
                '-Wextra', '-Werror', "-I$top/core/include", "-I$top/t/bin",
                "$top/t/bin/exporter_drive.c", "$build/libspanprof_core.a",
-               '-lunwind', '-lm', '-o', $bin);
+               '-lm', '-o', $bin);
     my $out = `@cmd 2>&1`;
     die "cannot build t/bin/exporter_drive.c (make build first?):\n$out"
         if $? != 0;
