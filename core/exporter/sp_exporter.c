@@ -141,6 +141,12 @@ typedef struct sp_lane {
     sp_otlp_signal   signal;
     pthread_t        thread;
     bool             started;
+    /*
+     * Its signal's queue changed, or quit. One per lane, so a push wakes
+     * the one sender it is for (with one for both, every spans batch
+     * woke the logs sender too, which found nothing and slept again).
+     */
+    pthread_cond_t   cond;
     sp_item         *inflight;     /* under the loop's lock */
     uint32_t         retry;
     uint64_t         next_attempt_ms;
@@ -195,7 +201,6 @@ struct sp_exporter_loop {
 
     /* shared with the sender, under lock */
     pthread_mutex_t     lock;
-    pthread_cond_t      cond;       /* queue changed, or quit */
     pthread_cond_t      idle_cond;
     sp_exporter_counters shared;
     sp_item            *head, *tail;
@@ -548,6 +553,17 @@ sp_evict_oldest_locked(sp_exporter_loop *e, int signal)
 
 static void sp_publish(sp_exporter_loop *e);
 
+/* After quit or a deadline: every sender looks again. */
+static void
+sp_lanes_wake_locked(sp_exporter_loop *e)
+{
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        pthread_cond_broadcast(&e->lanes[i].cond);
+    }
+}
+
 /*
  * Hands the request of signal's builder (records samples or spans) over
  * to a new queue item without copying it: the item takes the builder's
@@ -615,8 +631,14 @@ sp_queue_push(sp_exporter_loop *e, sp_otlp_signal signal, uint64_t records)
     if (signal == SP_OTLP_SIGNAL_TRACES) {
         e->queue_spans += records;
     }
-    pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
+    /*
+     * After the unlock: signalled under it, the sender woke only to wait
+     * for the lock this thread still held, a second sleep and wake-up
+     * per batch. It cannot miss the item: it looks at the queue under
+     * the lock before each wait.
+     */
+    pthread_cond_signal(&e->lanes[signal].cond);
 }
 
 static void
@@ -1160,7 +1182,7 @@ sp_sender_main(void *arg)
         it = sp_queue_first_locked(e, lane->signal, &prev);
         if (it == NULL) {
             pthread_cond_broadcast(&e->idle_cond);
-            pthread_cond_wait(&e->cond, &e->lock);
+            pthread_cond_wait(&lane->cond, &e->lock);
             continue;
         }
         if (lane->next_attempt_ms > now
@@ -1176,12 +1198,12 @@ sp_sender_main(void *arg)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000;
             }
-            pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+            pthread_cond_timedwait(&lane->cond, &e->lock, &ts);
             continue;
         }
         if (e->deadline_ms != 0 && now >= e->deadline_ms) {
             pthread_cond_broadcast(&e->idle_cond);
-            pthread_cond_wait(&e->cond, &e->lock);
+            pthread_cond_wait(&lane->cond, &e->lock);
             continue;
         }
         if (prev != NULL) {
@@ -1579,7 +1601,7 @@ sp_sender_stop(sp_exporter_loop *e)
 
     pthread_mutex_lock(&e->lock);
     e->quit = true;
-    pthread_cond_broadcast(&e->cond);
+    sp_lanes_wake_locked(e);
     pthread_mutex_unlock(&e->lock);
     for (i = 0; i < 3; i++) {
         if (e->lanes[i].started) {
@@ -1641,7 +1663,7 @@ sp_exporter_run(sp_exporter_loop *e)
     /* one attempt each, now: no backoff is waited out */
     e->lanes[SP_OTLP_SIGNAL_LOGS].next_attempt_ms = 0;
     e->lanes[SP_OTLP_SIGNAL_TRACES].next_attempt_ms = 0;
-    pthread_cond_broadcast(&e->cond);
+    sp_lanes_wake_locked(e);
     pthread_mutex_unlock(&e->lock);
     now = sp_monotonic_ms();
     sp_exporter_wait_idle(e, end > now ? end - now : 0);
@@ -1771,7 +1793,9 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     e->lanes[SP_OTLP_SIGNAL_TRACES].last_logged_code = SP_GRPC_OK;
     atomic_init(&e->stop, false);
     pthread_mutex_init(&e->lock, NULL);
-    pthread_cond_init(&e->cond, NULL);
+    for (i = 0; i < 3; i++) {
+        pthread_cond_init(&e->lanes[i].cond, NULL);
+    }
     pthread_cond_init(&e->idle_cond, NULL);
     pthread_mutex_init(&e->console_lock, NULL);
     sp_buf_init(&e->scratch, 0);
@@ -1943,7 +1967,9 @@ sp_exporter_destroy(sp_exporter_loop *e)
     free(e->frames);
     free(e->lines);
     pthread_mutex_destroy(&e->lock);
-    pthread_cond_destroy(&e->cond);
+    for (i = 0; i < 3; i++) {
+        pthread_cond_destroy(&e->lanes[i].cond);
+    }
     pthread_cond_destroy(&e->idle_cond);
     pthread_mutex_destroy(&e->console_lock);
     free(e);
