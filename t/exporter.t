@@ -239,6 +239,14 @@ sub check_run {
                60);
     is(read_file("/proc/$pid/comm"), "spanprof-export\n",
        'the exporter names its thread for ps');
+    # and its senders, one per signal, for top -H and perf
+    my $senders = sub {
+        join ' ', sort grep { /^spanprof-(logs|traces)$/ }
+            map { read_file("$_/comm") =~ s/\n//r } glob "/proc/$pid/task/*";
+    };
+    wait_until(sub { $senders->() eq 'spanprof-logs spanprof-traces' }, 60);
+    is($senders->(), 'spanprof-logs spanprof-traces',
+       'the senders are named by their signal');
     like(read_file("/proc/$pid/cmdline"), qr/^spanprof-exporter: drive\0/,
          'argv[0] is the title given');
     finish_drive_when($h, exported_all($h));

@@ -1173,6 +1173,11 @@ sp_sender_main(void *arg)
     sp_lane          *lane = arg;
     sp_exporter_loop *e = lane->e;
 
+    /* Told apart in top -H, perf and /proc/PID/task: a name per signal
+     * (at most 15 bytes), like the sampler's spanprof-sample. */
+    (void)pthread_setname_np(pthread_self(),
+                             lane->signal == SP_OTLP_SIGNAL_LOGS
+                             ? "spanprof-logs" : "spanprof-traces");
     pthread_mutex_lock(&e->lock);
     while (!e->quit) {
         sp_item       *prev, *it;
