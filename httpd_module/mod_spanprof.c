@@ -751,7 +751,7 @@ spanprof_request_of(request_rec *r)
  * "<server version> (internal dummy connection)". No client made it: no
  * span (each was one, an OPTIONS * span per child told to exit).
  */
-static int
+static APR_INLINE int
 spanprof_dummy_connection(request_rec *r)
 {
     static const char  mark[] = " (internal dummy connection)";
@@ -1377,7 +1377,7 @@ spanprof_put_header(apr_table_t *t, const char *name, const char *value)
  * callgrind). Two different names, so the table ends the same in either
  * order.
  */
-static void
+static APR_INLINE void
 spanprof_put_trace_headers(request_rec *r, const char *traceparent,
                            const char *tracestate, const char *baggage)
 {
