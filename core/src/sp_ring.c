@@ -923,16 +923,21 @@ sp_ring_read(sp_ring *r, sp_record_view *out)
 {
     uint64_t             tail = atomic_load_explicit(&r->slot->tail,
                                                      memory_order_relaxed);
-    uint64_t             off = tail & r->mask, head;
+    uint64_t             head = atomic_load_explicit(&r->slot->head,
+                                                     memory_order_acquire);
+    uint64_t             off = tail & r->mask;
     const unsigned char *h = r->data + off;
     uint32_t             check, total, used, type;
 
-    if (r->size - off < SP_HDR
+    /* Empty: the word at tail may never have been written (valgrind
+     * reads that as undefined in a ring on the heap). */
+    if (head == tail || r->size - off < SP_HDR
         || atomic_load_explicit((_Atomic uint64_t *)(void *)h,
                                 memory_order_acquire) != sp_stamp(tail))
     {
         return sp_ring_read_any(r, out);
     }
+    /* after the stamp: this head covers the record's reservation */
     head = atomic_load_explicit(&r->slot->head, memory_order_acquire);
     memcpy(&check, h + 8, 4);
     memcpy(&total, h + 12, 4);
