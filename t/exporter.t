@@ -390,20 +390,26 @@ SKIP: {
     check_run($h, 'stopped at once');
 }
 
-# --- the supervisor dies: the exporter flushes and goes
+# --- the supervisor dies: the exporter flushes and goes. Also when it
+# dies at once, before the exporter could ask to be told (a stop asked at
+# its start: the exporter used to leave at once, with nothing sent and
+# nothing logged).
 
-{
+for my $hold (300, 0) {
     my $rcv = Spanprof::Receiver->start(dir => $dir);
     my $h = run_drive(dir => $dir, driver => $driver,
         env => { base_env('http://127.0.0.1:' . $rcv->port),
                  SPLUNK_PROFILER_EXPORT_INTERVAL => '60000',
                  OTEL_BSP_SCHEDULE_DELAY => '60000' },
-        args => [qw(--samples 40 --spans 5 --hold-ms 300 --no-stop)]);
+        args => ['--samples', 40, '--spans', 5, '--hold-ms', $hold,
+                 '--no-stop']);
     my $pid = $h->{exporter_pid};
     wait_until(sub { !kill 0, $pid }, 60);
-    ok(!kill(0, $pid), 'the exporter ends when its supervisor dies');
+    ok(!kill(0, $pid),
+       "the exporter ends when its supervisor dies (hold $hold ms)");
     my $log = read_file($h->{log});
-    like($log, qr/counters: .*\(at exit\)/, 'and logs its counters');
+    like($log, qr/counters: .*\(at exit\)/, 'and logs its counters')
+        or diag("exporter log: [$log]");
     my @records = log_records($rcv->requests);
     my @spans = spans($rcv->requests);
     is(scalar @spans, 5, 'spans held for the next batch are flushed');

@@ -272,6 +272,21 @@ sp_child_say_exec_failed(const sp_launch_plan *plan, const char *path,
     (void)!write(STDERR_FILENO, line, n);
 }
 
+/*
+ * A parent that died before the death signal was asked for tells nobody.
+ * Its death is then a stop asked at the start, as the signal would have
+ * been: SIGTERM left pending (every signal is blocked here) reaches the
+ * exporter's handler, and it exports what the workers wrote before it
+ * leaves. Leaving at once lost it all, without a line in the log.
+ */
+static void
+sp_child_stop_if_orphaned(pid_t parent)
+{
+    if (getppid() != parent) {
+        kill(getpid(), SIGTERM);
+    }
+}
+
 /* The child, between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
 sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
@@ -300,10 +315,7 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
         _exit(126);
     }
-    /* The parent may have died before the prctl: nobody would tell us. */
-    if (getppid() != parent) {
-        _exit(0);
-    }
+    sp_child_stop_if_orphaned(parent);
 
     region = fcntl(l->region_fd, F_DUPFD, SP_LAUNCH_FD_SCRATCH);
     log = l->log_fd >= 0 ? fcntl(l->log_fd, F_DUPFD, SP_LAUNCH_FD_SCRATCH)
@@ -331,9 +343,10 @@ sp_child(const sp_exporter_launch *l, const sp_launch_plan *plan,
             _exit(126);
         }
         /* Changing ids clears the death signal. */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) {
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
             _exit(126);
         }
+        sp_child_stop_if_orphaned(parent);
     }
 
     /*
