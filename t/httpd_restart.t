@@ -23,7 +23,8 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
+use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop
+                        wait_until);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family);
 use Spanprof::Cases qw(arrived traced_requests);
@@ -65,16 +66,24 @@ sub run_mpm {
                     || time > $end;
     is(arrived($recv, 15, @ids), 5,
        "$mpm: -k restart: the old exporter flushed them on its way out");
-    my $log = read_file("$dir/error.log");
+    # The receiver has the spans before the exporter has its answer and
+    # logs its counters: wait for the line.
     my $old = @old ? $old[0]{pid} : 0;
-    like($log, qr/\[pid $old:tid \d+\] spanprof-exporter: counters: .*\(at exit\)$/m,
+    my $at_exit =
+        qr/\[pid $old:tid \d+\] spanprof-exporter: counters: .*\(at exit\)$/m;
+    wait_until(sub { read_file("$dir/error.log") =~ $at_exit }, 15);
+    my $log = read_file("$dir/error.log");
+    like($log, $at_exit,
          "$mpm: -k restart: the old exporter stopped, counting what it sent");
     unlike($log, qr/spanprof: exporter process \d+ exited/,
            "$mpm: -k restart: no warning about the old exporter's exit");
     is(count($log, qr/spanprof: exporter process \d+ started/), 2,
        "$mpm: -k restart: one exporter started for the new generation");
-    my @new = exporters($parent);
-    is(scalar @new, 1, "$mpm: -k restart: one exporter runs");
+    # The old one goes right after its last line.
+    my @new;
+    wait_until(sub { (@new = exporters($parent)) == 1 }, 15);
+    is(scalar @new, 1, "$mpm: -k restart: one exporter runs")
+        or diag(join "\n", map { "$_->{pid} $_->{args}" } @new);
 
     # the new generation's exporter has the same 60 s delay: stop flushes
     @ids = traced_requests($port, 3, $PARENT);
