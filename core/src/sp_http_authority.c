@@ -61,6 +61,76 @@ sp_is_ip_literal_char(unsigned char c)
            || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
 }
 
+/*
+ * How many of s's first bytes are a reg-name's. Four bytes a turn, each
+ * with its own exit: a Host is checked at every request, and the loop's
+ * index and bound took as many instructions as the look-ups (~6 a byte,
+ * ~4 so; callgrind).
+ */
+static inline size_t
+sp_reg_name_span(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t               i;
+
+    for (i = 0; i + 4 <= len; i += 4) {
+        if (!sp_reg_name_bytes[u[i]]) {
+            return i;
+        }
+        if (!sp_reg_name_bytes[u[i + 1]]) {
+            return i + 1;
+        }
+        if (!sp_reg_name_bytes[u[i + 2]]) {
+            return i + 2;
+        }
+        if (!sp_reg_name_bytes[u[i + 3]]) {
+            return i + 3;
+        }
+    }
+    for (; i < len && sp_reg_name_bytes[u[i]]; i++) {
+    }
+    return i;
+}
+
+#define SP_BYTES(b) (0x0101010101010101ull * (b))
+
+/*
+ * The n (1 to 8) bytes before end as a decimal number, from the 8-byte
+ * word that ends there (the caller has 8 bytes before end): the bytes
+ * before the digits count as leading zeros; each byte is checked and the
+ * digits combined in pairs, then fours, then eights. ~30 instructions
+ * where a loop took ~11 a digit (callgrind). False when one is not a
+ * digit.
+ */
+static inline bool
+sp_port_word(const char *end, size_t n, int64_t *port)
+{
+    uint64_t v;
+
+    memcpy(&v, end - 8, sizeof(v));
+    /* The digits' values, 0 where a digit is (and where bytes before
+     * them are cleared): a byte is a digit when its value is below 10. */
+    v = (v ^ SP_BYTES('0')) & (~0ull << (64 - 8 * n));
+    if (((v + SP_BYTES(0x80 - 10)) | v) & SP_BYTES(0x80)) {
+        return false;
+    }
+    v = (v * 10 + (v >> 8)) & 0x00ff00ff00ff00ffull;
+    v = (v * 100 + (v >> 16)) & 0x0000ffff0000ffffull;
+    v = (v * 10000 + (v >> 32)) & 0xffffffffull;
+    *port = (int64_t)v;
+    return true;
+}
+
+static inline sp_status
+sp_authority_set(sp_authority *out, const char *host, size_t host_len,
+    int64_t port)
+{
+    out->host = host;
+    out->host_len = host_len;
+    out->port = port;
+    return SP_OK;
+}
+
 sp_status
 sp_authority_parse(const char *s, size_t len, sp_authority *out)
 {
@@ -83,10 +153,7 @@ sp_authority_parse(const char *s, size_t len, sp_authority *out)
         host_len = i - 1;
         i++;
     } else {
-        for (i = 0; i < len && sp_reg_name_bytes[(unsigned char)s[i]];
-             i++)
-        {
-        }
+        i = sp_reg_name_span(s, len);
         if (i == 0) {
             return SP_ERR_INVALID;
         }
@@ -97,7 +164,17 @@ sp_authority_parse(const char *s, size_t len, sp_authority *out)
         if (s[i] != ':') {
             return SP_ERR_INVALID;
         }
-        for (i++; i < len; i++) {
+        i++;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* 1 to 8 digits, in the last 8 bytes */
+        if (len - i - 1 < 8 && len >= 8) {
+            if (!sp_port_word(s + len, len - i, &port) || port > 65535) {
+                return SP_ERR_INVALID;
+            }
+            return sp_authority_set(out, host, host_len, port);
+        }
+#endif
+        for (; i < len; i++) {
             if (s[i] < '0' || s[i] > '9') {
                 return SP_ERR_INVALID;
             }
@@ -107,10 +184,7 @@ sp_authority_parse(const char *s, size_t len, sp_authority *out)
             }
         }
     }
-    out->host = host;
-    out->host_len = host_len;
-    out->port = port;
-    return SP_OK;
+    return sp_authority_set(out, host, host_len, port);
 }
 
 /* A token's bytes, and an authority's that are not a token's: the RFC

@@ -1,8 +1,10 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sp_test.h"
 #include "sp_http_authority.h"
+#include "sp_authority_ref.h"
 
 /* "host|port" of an authority, or "invalid". */
 static const char *
@@ -193,11 +195,108 @@ list_first_is_the_clients(void **state)
     assert_int_equal(len, 0);
 }
 
+/* s[0..len) parsed as the byte-at-a-time parser does, from a buffer of
+ * exactly len bytes (ASan then sees a read past it). */
+static void
+same_as_ref(const char *s, size_t len)
+{
+    char        *buf = malloc(len > 0 ? len : 1);
+    sp_authority a = { "kept", 4, 7 }, b = { "kept", 4, 7 };
+    sp_status    ra, rb;
+
+    assert_non_null(buf);
+    memcpy(buf, s, len);
+    ra = sp_authority_parse(buf, len, &a);
+    rb = sp_authority_parse_ref(buf, len, &b);
+    if (ra != rb || a.host != b.host || a.host_len != b.host_len
+        || a.port != b.port)
+    {
+        fail_msg("\"%.*s\" (%zu bytes): %d %.*s|%lld, expected %d %.*s|%lld",
+                 (int)len, s, len, ra, (int)a.host_len, a.host,
+                 (long long)a.port, rb, (int)b.host_len, b.host,
+                 (long long)b.port);
+    }
+    free(buf);
+}
+
+/* Bytes on each side of the classes the parser tells apart: digits,
+ * reg-name bytes, ':', brackets, and bytes whose high bit or low nibble
+ * could pass a digit's test done a word at a time. */
+static const char sp_alphabet[] = "09/:.[]aF-%@ \0\x80\xb0\xb9\xba\xff";
+
+static void
+parses_as_the_byte_at_a_time_parser(void **state)
+{
+    static const char *hosts[] = {
+        "", "a", "ab", "abc", "abcd", "10.0.0.1", "127.0.0.1", "Example.COM",
+        "xn--bcher-kva.example", "a%2eb", "[::1]", "[2001:db8::7]", "[]",
+        "h st", "caf\xc3\xa9", "0123456789", "host:", "a.b.c.d.e.f.g.h.i",
+    };
+    static const char *ports[] = {
+        "", "0", "8", "80", "443", "8080", "65535", "65536", "99999",
+        "065535", "0000065535", "00000000", "000000000", "12345678",
+        "123456789", "99999999999999999999", "6553 5", "8o", "80:81", ":",
+    };
+    const size_t n = sizeof(sp_alphabet) - 1;
+    char         s[64];
+    size_t       h, p, len, i, j, k;
+    uint32_t     x = 1;
+
+    (void)state;
+    /* Every string of up to four bytes of the alphabet. */
+    for (len = 0; len <= 4; len++) {
+        size_t total = 1;
+
+        for (i = 0; i < len; i++) {
+            total *= n;
+        }
+        for (k = 0; k < total; k++) {
+            size_t v = k;
+
+            for (i = 0; i < len; i++, v /= n) {
+                s[i] = sp_alphabet[v % n];
+            }
+            same_as_ref(s, len);
+        }
+    }
+    /* Each host with each port, and with each byte of the alphabet in
+     * place of each of the port's bytes. */
+    for (h = 0; h < sizeof(hosts) / sizeof(hosts[0]); h++) {
+        for (p = 0; p < sizeof(ports) / sizeof(ports[0]); p++) {
+            len = (size_t)snprintf(s, sizeof(s), "%s:%s", hosts[h],
+                                   ports[p]);
+            same_as_ref(s, strlen(hosts[h]));
+            same_as_ref(s, len);
+            for (i = strlen(hosts[h]) + 1; i < len; i++) {
+                char c = s[i];
+
+                for (j = 0; j < n; j++) {
+                    s[i] = sp_alphabet[j];
+                    same_as_ref(s, len);
+                }
+                s[i] = c;
+            }
+        }
+    }
+    /* Longer strings, mostly digits around a ':'. */
+    for (k = 0; k < 200000; k++) {
+        x = x * 1103515245u + 12345u;
+        len = (x >> 16) % 24;
+        for (i = 0; i < len; i++) {
+            x = x * 1103515245u + 12345u;
+            j = (x >> 16) % (n + 12);
+            s[i] = j < n ? sp_alphabet[j] : (char)('0' + j - n);
+        }
+        same_as_ref(s, len);
+    }
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(authorities_give_host_and_port),
+        cmocka_unit_test(parses_as_the_byte_at_a_time_parser),
         cmocka_unit_test(reg_name_bytes_are_rfc3986s),
         cmocka_unit_test(what_is_no_authority_is_refused),
         cmocka_unit_test(forwarded_host_is_the_first_elements),
