@@ -312,26 +312,55 @@ typedef struct sp_entry_origin {
     sp_authority server;
 } sp_entry_origin;
 
+/* The most an entry's values take once cut: a bound (sp_value_max). Out
+ * of line: only a request with a value of SP_SPAN_STRING_MAX bytes or
+ * more comes here. */
+static __attribute__((noinline)) size_t
+sp_entry_values_max(const sp_entry_method *m, const sp_entry_http *h,
+    size_t scheme_len, size_t server_len)
+{
+    return sp_value_max(m->value_len) + sp_value_max(m->original_len)
+           + sp_value_max(h->path_len) + sp_value_max(h->query_len)
+           + sp_value_max(scheme_len) + sp_value_max(h->route_len)
+           + sp_value_max(server_len)
+           + sp_value_max(h->client_address_len)
+           + sp_value_max(h->peer_address_len)
+           + sp_value_max(h->protocol_version_len)
+           + sp_value_max(h->user_agent_len);
+}
+
 /* The most an entry's span can take, its name of name_len bytes. */
-static size_t
+static inline size_t
 sp_entry_max(const sp_entry_method *m, const sp_entry_http *h,
     size_t scheme_len, size_t server_len, size_t name_len,
     const sp_span_record *rec)
 {
+    size_t values, bits;
+
+    /*
+     * The values are shorter than the cut, almost always (when no length
+     * has a bit as high as SP_SPAN_STRING_MAX's, all are below it): then
+     * their lengths' sum is the sum of sp_value_max()s, without a
+     * comparison for each (~20 instructions a request, callgrind).
+     */
+    values = m->value_len + m->original_len + h->path_len + h->query_len
+             + scheme_len + h->route_len + server_len
+             + h->client_address_len + h->peer_address_len
+             + h->protocol_version_len + h->user_agent_len;
+    bits = m->value_len | m->original_len | h->path_len | h->query_len
+           | scheme_len | h->route_len | server_len | h->client_address_len
+           | h->peer_address_len | h->protocol_version_len
+           | h->user_agent_len;
+    if (bits >= SP_SPAN_STRING_MAX) {
+        values = sp_entry_values_max(m, h, scheme_len, server_len);
+    }
     return SP_SPAN_FIXED_MAX
            + SP_SPAN_TEXT_MAX(name_len)
            + SP_SPAN_TEXT_MAX(sp_tracestate_len(rec))
            + SP_ENTRY_ATTRS * (SP_SPAN_ATTR_EXTRA + 2 + SP_ENTRY_KEY_MAX
                                + SP_SPAN_TEXT_MAX(0))
            + 3 * SP_ENTRY_STATUS_DIGITS
-           + 3 * (sp_value_max(m->value_len) + sp_value_max(m->original_len)
-                  + sp_value_max(h->path_len) + sp_value_max(h->query_len)
-                  + sp_value_max(scheme_len) + sp_value_max(h->route_len)
-                  + sp_value_max(server_len)
-                  + sp_value_max(h->client_address_len)
-                  + sp_value_max(h->peer_address_len)
-                  + sp_value_max(h->protocol_version_len)
-                  + sp_value_max(h->user_agent_len));
+           + 3 * values;
 }
 
 /* A string attribute, when the entry has a value for it, cut. */

@@ -162,9 +162,12 @@ sp_span_has_parent(const sp_span_record *s)
 /*
  * Copies len bytes and gives the high bits of what it copied: the words a
  * copy loads anyway tell whether the string was ASCII. Two overlapping
- * words cover 8 to 16 bytes, the length of most values here.
+ * words cover 8 to 16 bytes, the length of most values here. Always
+ * inline: gcc's estimates of sp_entry_finish()'s size decide otherwise
+ * at a small change there, and a call for the span name's route cost ~25
+ * instructions a request (callgrind).
  */
-static inline uint64_t
+static inline __attribute__((always_inline)) uint64_t
 sp_copy_ascii(unsigned char *d, const char *src, size_t len)
 {
     const unsigned char *s = (const unsigned char *)src;
