@@ -357,6 +357,40 @@ formats_version_00(void **state)
     assert_string_equal(out + POS_FLAGS, "ab");
 }
 
+/* Every byte value at every place of the ids, as printf writes it: the
+ * trace id's halves are written from one vector, each its own way. */
+static void
+formats_every_byte_everywhere(void **state)
+{
+    sp_span_context ctx;
+    char out[SP_TRACEPARENT_SIZE], want[SP_TRACEPARENT_SIZE + 8];
+    size_t i, k, n;
+
+    (void)state;
+    for (k = 0; k < 256; k++) {
+        for (i = 0; i < 16; i++) {
+            ctx.trace_id[i] = (uint8_t)(k + 16 * i);
+        }
+        for (i = 0; i < 8; i++) {
+            ctx.span_id[i] = (uint8_t)(k * 7 + 16 * i);
+        }
+        ctx.trace_flags = (uint8_t)k;
+        n = (size_t)snprintf(want, sizeof(want), "00-");
+        for (i = 0; i < 16; i++) {
+            n += (size_t)snprintf(want + n, sizeof(want) - n, "%02x",
+                                  ctx.trace_id[i]);
+        }
+        n += (size_t)snprintf(want + n, sizeof(want) - n, "-");
+        for (i = 0; i < 8; i++) {
+            n += (size_t)snprintf(want + n, sizeof(want) - n, "%02x",
+                                  ctx.span_id[i]);
+        }
+        snprintf(want + n, sizeof(want) - n, "-%02x", (unsigned)k);
+        sp_traceparent_format(&ctx, out);
+        assert_string_equal(out, want);
+    }
+}
+
 static void
 round_trips_through_format(void **state)
 {
@@ -892,6 +926,7 @@ main(void)
         cmocka_unit_test(keeps_only_the_sampled_flag),
         cmocka_unit_test(leaves_the_output_alone_on_failure),
         cmocka_unit_test(formats_version_00),
+        cmocka_unit_test(formats_every_byte_everywhere),
         cmocka_unit_test(round_trips_through_format),
         cmocka_unit_test(names_every_traceparent_result),
         cmocka_unit_test(checks_ids_and_formats_hex),
