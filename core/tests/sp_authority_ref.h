@@ -1,62 +1,94 @@
 /*
- * sp_authority_parse() as it was before its fast paths (a byte at a time,
- * the port's bound checked at each digit): what the unit test and the
- * fuzzer compare it with, over many inputs.
+ * What sp_authority_parse() must give, written from the grammar rather
+ * than for speed, and shaped unlike it (whole parts found first, then
+ * checked), so that the unit test and the fuzzer compare two readings of
+ * RFC 3986's authority over many inputs:
+ *
+ *   authority = ( "[" 2*( HEXDIG / ":" / "." ) "]" / 1*reg-name-char )
+ *               [ ":" *DIGIT ]           ; the port's value at most 65535
  */
 #ifndef SP_AUTHORITY_REF_H
 #define SP_AUTHORITY_REF_H
 
+#include <string.h>
+
 #include "sp_http_authority.h"
+
+static bool
+sp_ref_all(const char *s, size_t n, bool (*in)(unsigned char))
+{
+    while (n > 0) {
+        if (!in((unsigned char)s[--n])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+sp_ref_is_literal_char(unsigned char c)
+{
+    return strchr("0123456789abcdefABCDEF:.", c) != NULL && c != '\0';
+}
+
+static bool
+sp_ref_is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 static sp_status
 sp_authority_parse_ref(const char *s, size_t len, sp_authority *out)
 {
-    const char *host;
-    size_t      i, host_len;
+    const char *close, *host, *rest;
+    size_t      host_len, rest_len, zeros;
     int64_t     port = 0;
-    char        c;
 
     if (s == NULL || len == 0) {
         return SP_ERR_INVALID;
     }
     if (s[0] == '[') {
-        for (i = 1; i < len; i++) {
-            c = s[i];
-            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
-                  || (c >= 'A' && c <= 'F') || c == ':' || c == '.'))
-            {
-                break;
-            }
-        }
-        if (i == len || s[i] != ']' || i < 3) {
+        close = memchr(s, ']', len);
+        if (close == NULL || close - s < 3
+            || !sp_ref_all(s + 1, (size_t)(close - s) - 1,
+                           sp_ref_is_literal_char))
+        {
             return SP_ERR_INVALID;
         }
         host = s + 1;
-        host_len = i - 1;
-        i++;
+        host_len = (size_t)(close - s) - 1;
+        rest = close + 1;
     } else {
-        for (i = 0; i < len && sp_is_reg_name_char((unsigned char)s[i]);
-             i++)
+        host_len = 0;
+        while (host_len < len
+               && sp_is_reg_name_char((unsigned char)s[host_len]))
         {
+            host_len++;
         }
-        if (i == 0) {
+        if (host_len == 0) {
             return SP_ERR_INVALID;
         }
         host = s;
-        host_len = i;
+        rest = s + host_len;
     }
-    if (i < len) {
-        if (s[i] != ':') {
+    rest_len = len - (size_t)(rest - s);
+    if (rest_len > 0) {
+        if (rest[0] != ':' || !sp_ref_all(rest + 1, rest_len - 1,
+                                          sp_ref_is_digit))
+        {
             return SP_ERR_INVALID;
         }
-        for (i++; i < len; i++) {
-            if (s[i] < '0' || s[i] > '9') {
-                return SP_ERR_INVALID;
-            }
-            port = port * 10 + (s[i] - '0');
-            if (port > 65535) {
-                return SP_ERR_INVALID;
-            }
+        /* leading zeros say nothing; more than five digits are too many */
+        for (zeros = 1; zeros < rest_len && rest[zeros] == '0'; zeros++) {
+        }
+        if (rest_len - zeros > 5) {
+            return SP_ERR_INVALID;
+        }
+        for (; zeros < rest_len; zeros++) {
+            port = port * 10 + (rest[zeros] - '0');
+        }
+        if (port > 65535) {
+            return SP_ERR_INVALID;
         }
     }
     out->host = host;
