@@ -47,6 +47,14 @@ PROTO_OBJS  := $(PROTO_C:.c=.o)
 EXPORTER_MAIN := core/exporter/spanprof_exporter.c
 EXPORT_SRCS := $(filter-out $(EXPORTER_MAIN),$(sort $(wildcard core/exporter/*.c)))
 EXPORT_OBJS := $(EXPORT_SRCS:core/exporter/%.c=$(BUILD)/exporter/%.o)
+# C++ only where a library has no C interface (sp_absl.cc): no exceptions,
+# no RTTI, so the C links need no C++ runtime. Sanitized builds take the
+# same objects, uninstrumented.
+EXPORT_CXX_SRCS := $(sort $(wildcard core/exporter/*.cc))
+EXPORT_CXX_OBJS := $(EXPORT_CXX_SRCS:core/exporter/%.cc=$(BUILD)/exporter/%.o)
+CORE_CXXFLAGS := -O2 -g -fPIC $(WARN) -fvisibility=hidden -fno-exceptions \
+               -fno-rtti -Icore/exporter \
+               $(shell pkg-config --cflags absl_synchronization 2>/dev/null)
 EXPORT_LIB  := $(BUILD)/libspanprof_export.a
 EXPORTER    := $(if $(wildcard $(EXPORTER_MAIN)),$(BUILD)/spanprof-exporter)
 ALL_SRCS    := $(CORE_SRCS) $(EXPORT_SRCS) $(PROTO_C)
@@ -104,7 +112,11 @@ $(BUILD)/exporter/%.o: core/exporter/%.c $(CORE_HDRS) $(PROTO_H)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) -Icore/exporter -c $< -o $@
 
-$(EXPORT_LIB): $(EXPORT_OBJS) $(PROTO_OBJS)
+$(BUILD)/exporter/%.o: core/exporter/%.cc $(CORE_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(CORE_CXXFLAGS) -c $< -o $@
+
+$(EXPORT_LIB): $(EXPORT_OBJS) $(EXPORT_CXX_OBJS) $(PROTO_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -216,11 +228,11 @@ $(BUILD)/fuzzobj/%.o: %.c $(CORE_HDRS) $(PROTO_H)
 	$(CLANG) $(SAN_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined \
 	    -fno-sanitize-recover=all -c $< -o $@
 
-$(ASAN_LIB): $(ASAN_OBJS)
+$(ASAN_LIB): $(ASAN_OBJS) $(EXPORT_CXX_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(FUZZO_LIB): $(FUZZO_OBJS)
+$(FUZZO_LIB): $(FUZZO_OBJS) $(EXPORT_CXX_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 

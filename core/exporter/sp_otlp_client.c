@@ -1,4 +1,5 @@
 #include "sp_otlp_client.h"
+#include "sp_absl.h"
 #include "sp_clock.h"
 #include "sp_config.h"
 #include "sp_kvlist.h"
@@ -348,6 +349,7 @@ sp_otlp_init(sp_otlp_log_fn log, void *ctx)
     gpr_set_log_function(sp_grpc_log);
     /* gRPC reads it once, in grpc_init. */
     setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "100", 0);
+    sp_absl_no_deadlock_detection();
     grpc_init();
 }
 
