@@ -5,6 +5,7 @@
 #include "sp_kvlist.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,14 +29,26 @@ struct sp_otlp_metadata {
     char **values;
 };
 
+#define SP_OTLP_SPARE_QUEUES 4
+
 struct sp_otlp_client {
-    unsigned         refs;
-    sp_otlp_endpoint endpoint;
-    char             url[SP_OTLP_HOST_MAX + 16];
-    uint64_t         timeout_ms;
-    grpc_channel    *channel;
-    grpc_metadata   *md;
-    size_t           md_count;
+    unsigned               refs;
+    sp_otlp_endpoint       endpoint;
+    char                   url[SP_OTLP_HOST_MAX + 16];
+    uint64_t               timeout_ms;
+    grpc_channel          *channel;
+    grpc_metadata         *md;
+    size_t                 md_count;
+    /*
+     * Completion queues of finished calls, for the next ones: creating,
+     * shutting down and destroying one per call cost about 5 % of an
+     * export's instructions (bench/exporter/export_call.sh). A queue is
+     * kept only once the call's one batch came out of it, so it is empty.
+     * As many as exports run at once (one per signal's sender), at most.
+     */
+    pthread_mutex_t        cq_lock;
+    grpc_completion_queue *cq_spare[SP_OTLP_SPARE_QUEUES];
+    size_t                 cq_spares;
 };
 
 static const char *const sp_status_names[] = {
@@ -382,10 +395,58 @@ sp_read_pem(const char *path, char **out, char *err, size_t err_size)
 }
 
 static void
+sp_drain_and_destroy(grpc_completion_queue *cq)
+{
+    grpc_event ev;
+
+    grpc_completion_queue_shutdown(cq);
+    do {
+        ev = grpc_completion_queue_pluck(cq, NULL,
+                                         gpr_inf_future(GPR_CLOCK_REALTIME),
+                                         NULL);
+    } while (ev.type != GRPC_QUEUE_SHUTDOWN);
+    grpc_completion_queue_destroy(cq);
+}
+
+/* A spare completion queue for a call, else a new one. */
+static grpc_completion_queue *
+sp_queue_take(sp_otlp_client *c)
+{
+    grpc_completion_queue *cq = NULL;
+
+    pthread_mutex_lock(&c->cq_lock);
+    if (c->cq_spares > 0) {
+        cq = c->cq_spare[--c->cq_spares];
+    }
+    pthread_mutex_unlock(&c->cq_lock);
+    return cq != NULL ? cq : grpc_completion_queue_create_for_pluck(NULL);
+}
+
+/* Back from a call that left nothing in it: kept, or destroyed when
+ * enough are. */
+static void
+sp_queue_give(sp_otlp_client *c, grpc_completion_queue *cq)
+{
+    pthread_mutex_lock(&c->cq_lock);
+    if (c->cq_spares < SP_OTLP_SPARE_QUEUES) {
+        c->cq_spare[c->cq_spares++] = cq;
+        cq = NULL;
+    }
+    pthread_mutex_unlock(&c->cq_lock);
+    if (cq != NULL) {
+        sp_drain_and_destroy(cq);
+    }
+}
+
+static void
 sp_client_free(sp_otlp_client *c)
 {
     size_t i;
 
+    while (c->cq_spares > 0) {
+        sp_drain_and_destroy(c->cq_spare[--c->cq_spares]);
+    }
+    pthread_mutex_destroy(&c->cq_lock);
     if (c->channel != NULL) {
         grpc_channel_destroy(c->channel);
     }
@@ -455,6 +516,8 @@ sp_otlp_client_create(const sp_otlp_client_config *cfg, sp_otlp_client **out,
         c->md_count = i + 1;
     }
     sp_otlp_metadata_destroy(md);
+    /* Every failure from here on goes through sp_client_free. */
+    pthread_mutex_init(&c->cq_lock, NULL);
 
     if (c->endpoint.tls && cfg->certificate != NULL
         && cfg->certificate[0] != '\0')
@@ -731,20 +794,6 @@ sp_read_response(grpc_byte_buffer *resp, sp_otlp_result *r)
     grpc_slice_unref(all);
 }
 
-static void
-sp_drain_and_destroy(grpc_completion_queue *cq)
-{
-    grpc_event ev;
-
-    grpc_completion_queue_shutdown(cq);
-    do {
-        ev = grpc_completion_queue_pluck(cq, NULL,
-                                         gpr_inf_future(GPR_CLOCK_REALTIME),
-                                         NULL);
-    } while (ev.type != GRPC_QUEUE_SHUTDOWN);
-    grpc_completion_queue_destroy(cq);
-}
-
 /* A slice's part of its request, dropped when gRPC is done with it. */
 static void
 sp_slice_done(void *req)
@@ -831,7 +880,7 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
     const char            *error_string = NULL;
     grpc_op                ops[6];
     grpc_call_error        ce;
-    grpc_event             ev;
+    grpc_event             ev = { .type = GRPC_OP_COMPLETE };
     gpr_timespec           deadline;
     uint64_t               start = sp_monotonic_ms();
     char                   text[SP_OTLP_MESSAGE_SIZE];
@@ -846,7 +895,7 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
     if (timeout_ms == 0) {
         timeout_ms = c->timeout_ms;
     }
-    cq = grpc_completion_queue_create_for_pluck(NULL);
+    cq = sp_queue_take(c);
     deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                             gpr_time_from_millis((int64_t)timeout_ms,
                                                  GPR_TIMESPAN));
@@ -854,7 +903,7 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
     call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
                                     cq, method_slice, NULL, deadline, NULL);
     if (call == NULL) {
-        sp_drain_and_destroy(cq);
+        sp_queue_give(c, cq);
         sp_result_text(result, SP_GRPC_INTERNAL,
                        "gRPC cannot create the call");
         return SP_ERR_IO;
@@ -862,7 +911,7 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
     request = sp_request_buffer(req);
     if (request == NULL) {
         grpc_call_unref(call);
-        sp_drain_and_destroy(cq);
+        sp_queue_give(c, cq);
         sp_result_text(result, SP_GRPC_INTERNAL,
                        "no memory for the request");
         return SP_ERR_IO;
@@ -914,7 +963,12 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
     }
 
     grpc_call_unref(call);
-    sp_drain_and_destroy(cq);
+    /* Refused, or its batch plucked: nothing of this call left in it. */
+    if (ev.type == GRPC_OP_COMPLETE) {
+        sp_queue_give(c, cq);
+    } else {
+        sp_drain_and_destroy(cq);
+    }
     grpc_byte_buffer_destroy(request);
     if (response != NULL) {
         grpc_byte_buffer_destroy(response);
