@@ -1,4 +1,5 @@
 #include "sp_symbolizer.h"
+#include "sp_symindex.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -62,6 +63,8 @@ typedef struct sp_symfile {
     size_t          debug_bytes; /* heap libdw took for this session */
     size_t          base_bytes; /* of it, once it named its first address */
     bool            symbols_only; /* over the bound: never read DWARF */
+    sp_symindex    *symbols;    /* its symbol table indexed, or NULL */
+    bool            symbols_tried; /* this session: indexed or can't be */
     uint64_t        low;        /* the module's ELF addresses [low, high) */
     uint64_t        high;
     uint64_t        last_use;
@@ -355,6 +358,9 @@ sp_file_end(sp_symbolizer *s, sp_symfile *f)
     if (f->dwfl == NULL) {
         return false;
     }
+    sp_symindex_free(f->symbols);
+    f->symbols = NULL;
+    f->symbols_tried = false;
     dwfl_end(f->dwfl);
     f->dwfl = NULL;
     f->mod = NULL;
@@ -924,18 +930,66 @@ sp_elf_has_symtab(Elf *elf)
     return false;
 }
 
+/*
+ * Indexes f's symbol table once per session, so that each address is
+ * named by binary search rather than by dwfl_module_addrinfo's pass over
+ * every symbol. The index is held like libdw's state: a file named with
+ * DWARF has it charged in the growth sp_charge measures; one named from
+ * its symbol tables only (not charged for them) has it charged here. A
+ * table whose index would take more than a quarter of the bound is not
+ * indexed, so that no single index can make the bound reset sessions
+ * that would only build it again.
+ */
+static void
+sp_index_symbols(sp_symbolizer *s, sp_symfile *f)
+{
+    size_t bytes;
+    int    n;
+
+    f->symbols_tried = true;
+    n = dwfl_module_getsymtab(f->mod);
+    if (sp_symindex_max_bytes(n) > s->max_debug_bytes / 4
+        || sp_symindex_build(f->mod, &f->symbols) != SP_OK)
+    {
+        return;
+    }
+    if (f->symbols_only) {
+        bytes = sp_symindex_bytes(f->symbols);
+        f->debug_bytes += bytes;
+        s->debug_bytes += bytes;
+    }
+}
+
 /* From .symtab, else .dynsym (libdwfl's choice), if a symbol contains a. */
 static void
-sp_resolve_symbol(sp_symfile *f, uint64_t a, sp_answer *ans)
+sp_resolve_symbol(sp_symbolizer *s, sp_symfile *f, uint64_t a,
+    sp_answer *ans)
 {
     GElf_Off    offset = 0;
+    GElf_Addr   value;
     GElf_Sym    sym;
     Elf        *elf = NULL;
     const char *name;
-    int         type;
+    int         type, ndx = SP_SYMINDEX_ASK;
 
     memset(&sym, 0, sizeof(sym));
-    name = dwfl_module_addrinfo(f->mod, a, &offset, &sym, NULL, &elf, NULL);
+    if (!f->symbols_tried) {
+        sp_index_symbols(s, f);
+    }
+    if (f->symbols != NULL) {
+        ndx = sp_symindex_find(f->symbols, a);
+    }
+    if (ndx == SP_SYMINDEX_NONE) {
+        return;
+    }
+    if (ndx == SP_SYMINDEX_ASK) {
+        name = dwfl_module_addrinfo(f->mod, a, &offset, &sym, NULL, &elf,
+                                    NULL);
+    } else {
+        name = dwfl_module_getsym_info(f->mod, ndx, &sym, &value, NULL, &elf,
+                                       NULL);
+        offset = a - value;
+    }
     if (name == NULL || name[0] == '\0') {
         return;
     }
@@ -954,11 +1008,11 @@ sp_resolve_symbol(sp_symfile *f, uint64_t a, sp_answer *ans)
 }
 
 static void
-sp_resolve(sp_symfile *f, uint64_t a, sp_answer *ans)
+sp_resolve(sp_symbolizer *s, sp_symfile *f, uint64_t a, sp_answer *ans)
 {
     memset(ans, 0, sizeof(*ans));
     if (f->symbols_only || !sp_resolve_dwarf(f, a, ans)) {
-        sp_resolve_symbol(f, a, ans);
+        sp_resolve_symbol(s, f, a, ans);
     }
 }
 
@@ -1244,9 +1298,7 @@ sp_symbolizer_destroy(sp_symbolizer *s)
     }
     if (s->files != NULL) {
         for (i = 0; i < s->max_files; i++) {
-            if (s->files[i].dwfl != NULL) {
-                dwfl_end(s->files[i].dwfl);
-            }
+            sp_file_end(s, &s->files[i]);
             free(s->files[i].path);
         }
     }
@@ -1335,7 +1387,7 @@ sp_symbolizer_lookup(sp_symbolizer *s, const sp_object *objects,
         }
     }
     before = sp_heap_bytes();
-    sp_resolve(f, a, &ans);
+    sp_resolve(s, f, a, &ans);
     sp_charge(s, f, before);
     if (f->base_bytes == 0) {
         f->base_bytes = f->debug_bytes;

@@ -1407,8 +1407,11 @@ debug_info_too_big_for_the_bound_is_read_once(void **state)
         assert_int_equal(r.frame.line, 0);
         r = lookup(s, libc_function("rand") + 1, false);
         assert_function(&r, "rand", SP_SYMBOL_SYMTAB);
+        /* What it holds now is its symbol table's index, charged to the
+           bound: a small part of what its DWARF took. */
         sp_symbolizer_stats_get(s, &st);
-        assert_int_equal(st.debug_bytes, 0);
+        assert_true(st.debug_bytes > 0);
+        assert_true(st.debug_bytes < first / 16);
         sp_symbolizer_destroy(s);
     }
 }
