@@ -23,6 +23,7 @@
 #define SP_PATH_MAX     4096
 #define SP_NAME_BYTES   32      /* name store per cached address */
 #define SP_NAMES_MIN    4096
+#define SP_OVER_CAP_KEPT 64     /* files over the bound remembered */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SP_ASAN 1
@@ -69,6 +70,23 @@ typedef struct sp_symfile {
     uint64_t        high;
     uint64_t        last_use;
 } sp_symfile;
+
+/*
+ * A file found over the bound, remembered after it leaves the open files,
+ * so that opened again it is named from its symbol tables at once: its
+ * DWARF is not read, nor the file reported, again. By build id, else by
+ * path (its hash) and the file's identity, size and mtime.
+ */
+typedef struct sp_over_cap_key {
+    uint64_t        hash;       /* the file's key's */
+    uint8_t         key_kind;   /* 0: unused */
+    uint8_t         build_id_len;
+    uint8_t         build_id[SP_BUILD_ID_MAX];
+    dev_t           dev;
+    ino_t           ino;
+    off_t           size;
+    struct timespec mtime;
+} sp_over_cap_key;
 
 /* What is known of one address of one file. */
 typedef struct sp_answer {
@@ -119,6 +137,10 @@ struct sp_symbolizer {
     size_t               debug_bytes;   /* sum of the files' */
     sp_symbolizer_over_cap_fn over_cap;
     void                *over_cap_ctx;
+    /* Files over the bound, the oldest written over past
+       SP_OVER_CAP_KEPT. */
+    sp_over_cap_key      over_caps[SP_OVER_CAP_KEPT];
+    uint32_t             over_cap_next;
     sp_symbolizer_stats  stats;
 };
 
@@ -424,9 +446,58 @@ sp_charge(sp_symbolizer *s, sp_symfile *f, size_t before)
     }
 }
 
+static bool
+sp_over_cap_match(const sp_over_cap_key *k, const sp_symfile *f)
+{
+    if (k->hash != f->hash || k->key_kind != f->key_kind) {
+        return false;
+    }
+    if (f->key_kind == SP_KEY_BUILD_ID) {
+        return k->build_id_len == f->build_id_len
+               && memcmp(k->build_id, f->build_id, f->build_id_len) == 0;
+    }
+    return k->dev == f->dev && k->ino == f->ino && k->size == f->size
+           && k->mtime.tv_sec == f->mtime.tv_sec
+           && k->mtime.tv_nsec == f->mtime.tv_nsec;
+}
+
+static bool
+sp_over_cap_known(const sp_symbolizer *s, const sp_symfile *f)
+{
+    uint32_t i;
+
+    for (i = 0; i < SP_OVER_CAP_KEPT; i++) {
+        if (sp_over_cap_match(&s->over_caps[i], f)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+sp_over_cap_remember(sp_symbolizer *s, const sp_symfile *f)
+{
+    sp_over_cap_key *k;
+
+    if (sp_over_cap_known(s, f)) {
+        return;
+    }
+    k = &s->over_caps[s->over_cap_next++ % SP_OVER_CAP_KEPT];
+    memset(k, 0, sizeof(*k));
+    k->hash = f->hash;
+    k->key_kind = f->key_kind;
+    k->build_id_len = f->build_id_len;
+    memcpy(k->build_id, f->build_id, f->build_id_len);
+    k->dev = f->dev;
+    k->ino = f->ino;
+    k->size = f->size;
+    k->mtime = f->mtime;
+}
+
 /*
  * From now on f is named from its symbol tables only (.symtab, its own or
- * its debug file's, else .dynsym): its DWARF is never read again.
+ * its debug file's, else .dynsym): its DWARF is never read again, nor
+ * that of the same file opened again later.
  */
 static void
 sp_file_over_cap(sp_symbolizer *s, sp_symfile *f)
@@ -434,6 +505,7 @@ sp_file_over_cap(sp_symbolizer *s, sp_symfile *f)
     const char *debug = NULL;
 
     f->symbols_only = true;
+    sp_over_cap_remember(s, f);
     s->stats.over_cap_objects++;
     if (s->over_cap != NULL) {
         if (f->mod != NULL) {
@@ -587,6 +659,11 @@ sp_file_open(sp_symbolizer *s, sp_symfile *f, const sp_object *obj,
 
     sp_file_session(s, f, obj, now);
     sp_charge(s, f, before);
+    if (f->state == SP_OBJECT_FILE_OK && !f->symbols_only
+        && sp_over_cap_known(s, f))
+    {
+        f->symbols_only = true;
+    }
 }
 
 /*

@@ -56,8 +56,11 @@
  * .dynsym: functions, no files, lines or inlined calls), never reading
  * its DWARF again: counted in over_cap_objects, told to over_cap. What
  * such a file holds (its symbol table) does not grow with the addresses;
- * of it, the index below is charged to the bound. The mark lasts while
- * the file stays among the max_objects cached.
+ * of it, the index below is charged to the bound. The mark outlives the
+ * file's place among the max_objects: the last 64 such files are
+ * remembered (by build id, else by path, size and mtime), and one opened
+ * again is named from its symbol tables at once, neither read nor told
+ * again.
  *
  * A name from a symbol table is found by binary search: each session
  * indexes its file's table once at its first such address (sorted by

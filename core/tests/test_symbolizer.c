@@ -1416,6 +1416,55 @@ debug_info_too_big_for_the_bound_is_read_once(void **state)
     }
 }
 
+/*
+ * libc over the bound, then closed to make room for other files, then
+ * opened again for new addresses: it is named from its symbol table at
+ * once, its DWARF not read again, nor reported again.
+ */
+static void
+a_file_over_the_bound_stays_so_once_closed(void **state)
+{
+    sp_symbolizer      *s;
+    sp_symbolizer_stats st;
+    sp_symbol           r;
+    over_cap_told       told;
+    size_t              first, full, i;
+    int                 v;
+
+    (void)state;
+    if (!libc_with_debug_info()) {
+        fail_msg("no DWARF for libc: install libc6-dbg (make deps)");
+    }
+    first = libc_debug_bytes(&full);
+    memset(&told, 0, sizeof(told));
+    s = symbolizer_told(NULL, 2, 65536, first / 2, &told);
+    for (i = 0; i < 10; i++) {
+        lookup(s, libc_at[i], true);
+    }
+    sp_symbolizer_stats_get(s, &st);
+    assert_int_equal(st.over_cap_objects, 1);
+    assert_int_equal(told.times, 1);
+    for (v = V_G; v <= V_NOG; v++) {
+        r = lookup(s, variants[v].ra_exported, true);
+        assert_function(&r, "sp_symtest_exported",
+                        v == V_G ? SP_SYMBOL_DWARF : SP_SYMBOL_SYMTAB);
+    }
+    sp_symbolizer_stats_get(s, &st);
+    assert_true(st.files_closed >= 1);
+    for (i = 10; i < 20; i++) {
+        r = lookup(s, libc_at[i], true);
+        assert_true(r.source != SP_SYMBOL_DWARF);
+        assert_null(r.frame.file);
+    }
+    r = lookup(s, libc_function("div") + 1, false);
+    assert_function(&r, "div", SP_SYMBOL_SYMTAB);
+    sp_symbolizer_stats_get(s, &st);
+    assert_int_equal(st.over_cap_objects, 1);
+    assert_int_equal(told.times, 1);
+    assert_true(st.debug_bytes < first / 16);
+    sp_symbolizer_destroy(s);
+}
+
 static void
 a_full_name_store_empties_the_cache_and_names_stay_right(void **state)
 {
@@ -1505,6 +1554,7 @@ main(void)
         cmocka_unit_test(debug_info_too_big_for_the_bound_is_read_once),
         cmocka_unit_test(
             a_full_name_store_empties_the_cache_and_names_stay_right),
+        cmocka_unit_test(a_file_over_the_bound_stays_so_once_closed),
         cmocka_unit_test(bad_arguments_are_refused),
     };
 
