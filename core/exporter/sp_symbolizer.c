@@ -1463,9 +1463,13 @@ sp_symbolizer_lookup(sp_symbolizer *s, const sp_object *objects,
             return SP_OK;
         }
     }
-    before = sp_heap_bytes();
+    /* Nothing is measured for a file named from its symbol tables only
+       (sp_charge): mallinfo2 would be most of such a lookup's cost. */
+    before = f->symbols_only ? 0 : sp_heap_bytes();
     sp_resolve(s, f, a, &ans);
-    sp_charge(s, f, before);
+    if (!f->symbols_only) {
+        sp_charge(s, f, before);
+    }
     if (f->base_bytes == 0) {
         f->base_bytes = f->debug_bytes;
     }
