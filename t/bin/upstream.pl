@@ -8,10 +8,11 @@
 # FastCGI and uwsgi carry headers as HTTP_* variables; they are turned back
 # into header names (HTTP_TRACE_PARENT -> trace-parent); AJP13 (mod_proxy_ajp)
 # names the common ones by code. The answer is 200
-# with the body "upstream PROTO"; a URI with "/slow" in it waits 3 s first
-# (a client can give up meanwhile). An HTTP request with an Upgrade header
-# (a WebSocket handshake) gets 101 instead, then every byte back until the
-# other side closes. One connection at a time is enough for the tests;
+# with the body "upstream PROTO"; a URI with "/slow" in it waits 3 s first,
+# "/slowN" N s (a client can give up meanwhile). An HTTP request with an
+# Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
+# back until the other side closes. One connection at a time is enough for
+# the tests;
 # prints "listening PORT" once it accepts.
 
 use strict;
@@ -60,7 +61,7 @@ sub record {
     my ($uri, $headers) = @_;
     print $log $json->encode({ proto => $proto, uri => $uri,
                                headers => $headers }), "\n";
-    sleep 3 if $uri =~ m{/slow};
+    sleep($1 || 3) if $uri =~ m{/slow(\d*)};
 }
 
 sub read_exact {
