@@ -545,13 +545,45 @@ spanprof_exporter_event(int reason, void *data, int status)
     }
 }
 
+/*
+ * httpd exits: waits for the flush of every exporter not yet reaped, this
+ * generation's and those of earlier ones, which a graceful restart asked
+ * to go but did not wait for: one of them may still hold the region and
+ * read what the workers wrote before the restart. A container's first
+ * process, or a systemd unit with KillMode=mixed (Debian's
+ * apache2.service), takes every process left with it: without the wait
+ * the spans they held were lost. They flush at once, within one
+ * exporter's stop.
+ */
+static void
+spanprof_exporters_wait(void)
+{
+    pid_t                  pid;
+    apr_uint64_t           end, now;
+    spanprof_exporter_rec *rec;
+
+    end = sp_monotonic_ms() + spanprof_exporter_stop_ms;
+    for (rec = *spanprof_exporters(); rec != NULL; rec = rec->next) {
+        pid = rec->proc.pid;
+        now = sp_monotonic_ms();
+        if (pid > 0 && !sp_exporter_wait_exit(pid, end > now ? end - now : 0))
+        {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ap_server_conf,
+                         "spanprof: exporter process %" APR_PID_T_FMT
+                         " did not stop within %" APR_UINT64_T_FMT " ms, "
+                         "what it still holds may be lost",
+                         pid, spanprof_exporter_stop_ms);
+        }
+    }
+}
+
 /* Runs when pconf goes (restart, stop): the exporter of this generation
  * flushes and leaves; the next post_config starts a new one, and on a
- * stop httpd waits for it. */
+ * stop httpd waits for it and for any left from earlier generations. */
 static apr_status_t
 spanprof_exporter_stop(void *data)
 {
-    pid_t pid = -1;
+    pid_t pid;
 
     spanprof_generation_stopping = 1;
     if (spanprof_exporter != NULL) {
@@ -562,19 +594,8 @@ spanprof_exporter_stop(void *data)
         }
     }
     spanprof_exporter = NULL;
-    /*
-     * httpd exits (not a restart): wait for the flush. A container's
-     * first process, or a systemd unit with KillMode=mixed (Debian's
-     * apache2.service), takes every process left with it: without the
-     * wait the spans the exporter held were lost at every stop.
-     */
-    if (pid > 0 && ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING
-        && !sp_exporter_wait_exit(pid, spanprof_exporter_stop_ms))
-    {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ap_server_conf,
-                     "spanprof: exporter process %" APR_PID_T_FMT " did not "
-                     "stop within %" APR_UINT64_T_FMT " ms, what it still "
-                     "holds may be lost", pid, spanprof_exporter_stop_ms);
+    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING) {
+        spanprof_exporters_wait();
     }
     return APR_SUCCESS;
 }
