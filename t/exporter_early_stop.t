@@ -132,8 +132,14 @@ sub early_stop {
     my @killed = grep { !$stopped{$_} } @started;
     is(scalar @started, $reloads + 1,
        "$what: $name started an exporter at its start and each reload");
+    my %silent = map { $_ => 1 } @killed;
     is(scalar @killed, 0, "$what: every exporter stopped and said so")
-        or diag("no 'stopped' line from @killed of @started");
+        or diag("no 'stopped' line from @killed of @started (running: ",
+                join(' ', grep { running_exporter($_) } @killed),
+                "); their lines:\n",
+                join "\n", grep { my ($e) = $_ =~ $s->{line};
+                                  defined $e && $silent{$e} }
+                           split /\n/, read_file("$dir/error.log"));
     my @left;
     wait_until(sub { !(@left = grep { running_exporter($_) } @started) });
     is(scalar @left, 0, "$what: no exporter left running")
