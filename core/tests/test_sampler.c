@@ -52,6 +52,7 @@ typedef struct fixture {
     got_sample    *got;
     size_t         count;
     size_t         cap;
+    size_t         owned;               /* its entry in fixtures_owned */
 } fixture;
 
 static volatile uint64_t sink;
@@ -98,6 +99,31 @@ sampler_destroy(sp_sampler *s)
     sp_sampler_destroy(s);
 }
 
+/*
+ * What the fixtures a test opened and has not closed own off its stack
+ * (the fixture itself is gone with the test's frame): a failed test
+ * leaked its ring's 8 MB and its samples, and ASan's leak check at exit
+ * reported them on top of the failure.
+ */
+#define FIXTURES_MAX 2
+static struct {
+    void       *mem;
+    sp_region  *region;
+    got_sample *got;
+    bool        used;
+} fixtures_owned[FIXTURES_MAX];
+
+static void
+fixture_owned_free(size_t i)
+{
+    if (fixtures_owned[i].region != NULL) {
+        sp_region_detach(fixtures_owned[i].region);
+    }
+    free(fixtures_owned[i].mem);
+    free(fixtures_owned[i].got);
+    memset(&fixtures_owned[i], 0, sizeof(fixtures_owned[i]));
+}
+
 static int
 undo_what_a_test_left(void **state)
 {
@@ -109,6 +135,10 @@ undo_what_a_test_left(void **state)
     for (i = 0; i < SAMPLERS_MAX; i++) {
         sp_sampler_destroy(samplers_made[i]);
         samplers_made[i] = NULL;
+    }
+    /* After the samplers: their handlers may still write to the rings. */
+    for (i = 0; i < FIXTURES_MAX; i++) {
+        fixture_owned_free(i);
     }
     /* With no sampler left, a handler with siginfo is a test's stand-in
      * for another owner: the next sampler would find the signal busy. */
@@ -210,12 +240,21 @@ static void
 fx_open(fixture *fx)
 {
     memset(fx, 0, sizeof(*fx));
+    while (fx->owned < FIXTURES_MAX && fixtures_owned[fx->owned].used) {
+        fx->owned++;
+    }
+    if (fx->owned == FIXTURES_MAX) {
+        fail_msg("a test opened more than %d fixtures", FIXTURES_MAX);
+    }
+    fixtures_owned[fx->owned].used = true;
     fx->mem = aligned_alloc(64, sp_region_size(1, RING_BYTES));
+    fixtures_owned[fx->owned].mem = fx->mem;
     assert_non_null(fx->mem);
     assert_int_equal(sp_region_init(fx->mem, sp_region_size(1, RING_BYTES),
                                     1, RING_BYTES), SP_OK);
     assert_int_equal(sp_region_attach(fx->mem, sp_region_size(1, RING_BYTES),
                                       &fx->region), SP_OK);
+    fixtures_owned[fx->owned].region = fx->region;
     fx->ring = sp_region_claim(fx->region, (uint32_t)getpid());
     assert_non_null(fx->ring);
 }
@@ -223,9 +262,7 @@ fx_open(fixture *fx)
 static void
 fx_close(fixture *fx)
 {
-    sp_region_detach(fx->region);
-    free(fx->mem);
-    free(fx->got);
+    fixture_owned_free(fx->owned);
 }
 
 /* Reads every record; names the frames of each sample. */
@@ -262,6 +299,7 @@ fx_drain(fixture *fx)
             if (fx->count == fx->cap) {
                 fx->cap = fx->cap ? fx->cap * 2 : 1024;
                 fx->got = realloc(fx->got, fx->cap * sizeof(got_sample));
+                fixtures_owned[fx->owned].got = fx->got;
                 assert_non_null(fx->got);
             }
             g = &fx->got[fx->count++];
@@ -354,8 +392,10 @@ snapshot_samples_carry_their_threads_span_and_stack(void **state)
     pthread_t   th[3];
     fixture     fx;
     size_t      i, per[3] = { 0 }, before_burner[3] = { 0 };
+    size_t      n[3] = { 0 };
     int         k, timers_before;
     sp_sampler *s;
+    sp_sampler_stats stats;
 
     (void)state;
     fx_open(&fx);
@@ -377,6 +417,7 @@ snapshot_samples_carry_their_threads_span_and_stack(void **state)
     /* Threads that ended left no timer behind. */
     assert_int_equal(posix_timers(), timers_before);
     sp_sampler_stop(s);
+    sp_sampler_stats_get(s, &stats);
     fx_drain(&fx);
 
     assert_true(fx.object_count > 0);
@@ -395,6 +436,7 @@ snapshot_samples_carry_their_threads_span_and_stack(void **state)
         }
         assert_true(k < 3);
         assert_int_equal(g->s.tid, (uint32_t)st[k].tid);
+        n[k]++;
         assert_int_equal(g->s.trace_id[5], 0x10 + k);
         a = frame_of(g, inner[k]);
         b = frame_of(g, outer[k]);
@@ -422,20 +464,35 @@ snapshot_samples_carry_their_threads_span_and_stack(void **state)
             /* The timer is armed by enter: a tick may land before the
              * burner runs (under valgrind, while it translates it). */
             assert_true(b < 0 || b < r);
-            before_burner[k]++;
+            before_burner[k] += g->s.weight;
             continue;
         }
         /* Innermost first. Where the timer hit inside sp_clock_ns, the
          * burner is a caller. */
         assert_true(b > a);
         assert_true(r > b);
-        per[k]++;
+        per[k] += g->s.weight;
     }
+    /*
+     * 300 ms of CPU in 1 ms intervals, nearly all of it in the burner.
+     * Counted in intervals (the weights), not in samples: how many ticks
+     * land on a thread while it runs is the scheduler's doing. On a busy
+     * machine, other processes' wake-ups cut its runs between ticks:
+     * 300 ms of CPU got 28 samples, not 75, weighing 299 intervals, and
+     * under 20 samples in 2 of 14 runs. The intervals after the last
+     * tick before leave are never sampled: a half is left for them.
+     */
     for (k = 0; k < 3; k++) {
-        /* 300 ms of CPU at a tick of at most 10 ms, nearly all of it in
-         * the burner. */
-        assert_true(per[k] >= 20);
-        assert_true(before_burner[k] * 10 <= per[k]);
+        if (per[k] < 150 || before_burner[k] * 10 > per[k]) {
+            fail_msg("thread %d: %zu samples, %zu intervals in the burner "
+                     "and %zu before it; all threads: %llu signals, %llu "
+                     "taken, %llu dropped, %llu without a stack", k, n[k],
+                     per[k], before_burner[k],
+                     (unsigned long long)stats.signals,
+                     (unsigned long long)stats.taken,
+                     (unsigned long long)stats.dropped,
+                     (unsigned long long)stats.no_stack);
+        }
     }
     sampler_destroy(s);
     fx_close(&fx);
@@ -810,14 +867,19 @@ unselected_spans_get_continuous_samples_only(void **state)
             continue;
         }
         if (g->s.source == SP_SOURCE_SNAPSHOT) {
-            snap_a += g->s.span_id[0] == 0xa1;
+            /* In intervals, not samples: see the comment in
+             * snapshot_samples_carry_their_threads_span_and_stack. */
+            snap_a += g->s.span_id[0] == 0xa1 ? g->s.weight : 0;
             snap_b += g->s.span_id[0] == 0xb1;
         } else {
             cont_b += g->s.span_id[0] == 0xb1
                       && frame_of(g, "burn_as_b") >= 0;
         }
     }
-    assert_true(snap_a >= 5);
+    /* 100 ms of CPU; its end, after the last tick, is not sampled. */
+    if (snap_a < 20) {
+        fail_msg("span a: %zu intervals in snapshot samples", snap_a);
+    }
     assert_int_equal(snap_b, 0);
     assert_true(cont_b >= 5);
     sampler_destroy(s);
@@ -1158,7 +1220,9 @@ weights_add_up_to_the_cpu_time_sampled(void **state)
                 (unsigned long long)(weighed / 1000000),
                 (unsigned long long)(w.cpu_ns / 1000000));
     }
-    assert_true(n >= 20);
+    /* Not more: how many ticks land on the thread is the scheduler's
+     * doing (on a busy machine 300 ms of CPU got 28 samples, not 75). */
+    assert_true(n >= 5);
     if (weighed * 2 < w.cpu_ns || weighed > 2 * w.cpu_ns) {
         fail_msg("%zu samples weigh %llu ms for %llu ms of CPU", n,
                  (unsigned long long)(weighed / 1000000),
