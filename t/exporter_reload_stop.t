@@ -105,30 +105,41 @@ sub running {
     return grep { read_file("/proc/$_/cmdline") =~ /^spanprof-exporter/ } @_;
 }
 
-for my $name (qw(nginx httpd)) {
+# Starts $name (its exporter's last export lasting $timeout) with the
+# environment $env, sends a traced request, stalls the first receiver and
+# reloads it towards the second. Returns the directory, both receivers,
+# the port and the server's pid.
+sub start_and_reload {
+    my ($name, $what, $timeout, $env) = @_;
     my $s = $SERVERS{$name};
     my $dir = new_dir();
     my $old = Spanprof::Receiver->start(dir => $dir);
     my $new = Spanprof::Receiver->start(dir => $dir);
     my $port = free_port();
     $s->{conf}->($dir, $port, 'http://127.0.0.1:' . $old->port, '60s',
-                 '4s');
-    my $pid = spawn({}, "$dir/stderr.log", $s->{cmd}->($dir));
+                 $timeout);
+    my $pid = spawn($env, "$dir/stderr.log", $s->{cmd}->($dir));
     # The exporter's own line, not the server's: on a busy machine the
     # first exporter, still loading, came after the reload's, which took
     # the region (1 of 10 runs); that is no stop soon after a reload.
     ok(wait_for_port($port) && wait_for_log("$dir/error.log",
-           qr/spanprof-exporter: started for/), "$name starts")
+           qr/spanprof-exporter: started for/), "$what: the server starts")
         or diag(read_file("$dir/error.log"));
 
     # A span the first exporter holds, and sends at its stop, to a
-    # receiver that no longer answers: its last export lasts 4 s.
-    ok(traced_get($port), "$name: a request before the reload");
+    # receiver that no longer answers: its last export lasts $timeout.
+    ok(traced_get($port), "$what: a request before the reload");
     $old->control(stall_ms => -1);
     # (its exporter, stopped, waits up to 10 s for the old one)
     $s->{conf}->($dir, $port, 'http://127.0.0.1:' . $new->port, '5s',
                  '20s');
     kill $s->{reload}, $pid;
+    return ($dir, $old, $new, $port, $pid);
+}
+
+for my $name (qw(nginx httpd)) {
+    my ($dir, $old, $new, $port, $pid) =
+        start_and_reload($name, $name, '4s', {});
     # Its last export arrived (stalled), so its last read is done; the new
     # exporter waits for the region.
     ok(wait_until(sub { $old->requests }, 30),
@@ -158,32 +169,18 @@ for my $name (qw(nginx httpd)) {
 }
 
 {
-    my $s = $SERVERS{httpd};
-    my $dir = new_dir();
-    my $old = Spanprof::Receiver->start(dir => $dir);
-    my $new = Spanprof::Receiver->start(dir => $dir);
-    my $port = free_port();
+    my $wrapper = new_dir() . '/slow-exporter';
     my $exporter = top_dir() . '/build/spanprof-exporter';
     # SIGTERM stays blocked through the wait and the exec
     # (sp_exporter_launch.h): the exporter takes it as a stop. Its title
     # is the one the module gave.
-    write_file("$dir/slow-exporter", "#!/usr/bin/perl\n"
+    write_file($wrapper, "#!/usr/bin/perl\n"
         . "select(undef, undef, undef, 1);\n"
         . "exec { '$exporter' } 'spanprof-exporter: httpd'\n"
         . "    or die \"exec $exporter: \$!\";\n");
-    chmod 0755, "$dir/slow-exporter";
-    $s->{conf}->($dir, $port, 'http://127.0.0.1:' . $old->port, '60s',
-                 '6s');
-    my $pid = spawn({ SPANPROF_EXPORTER_PATH => "$dir/slow-exporter" },
-                    "$dir/stderr.log", $s->{cmd}->($dir));
-    ok(wait_for_port($port) && wait_for_log("$dir/error.log",
-           qr/spanprof-exporter: started for/), 'twice: httpd starts')
-        or diag(read_file("$dir/error.log"));
-    ok(traced_get($port), 'twice: a request before the reloads');
-    $old->control(stall_ms => -1);
-    $s->{conf}->($dir, $port, 'http://127.0.0.1:' . $new->port, '5s',
-                 '20s');
-    kill 'USR1', $pid;
+    chmod 0755, $wrapper;
+    my ($dir, $old, $new, $port, $pid) = start_and_reload('httpd', 'twice',
+        '6s', { SPANPROF_EXPORTER_PATH => $wrapper });
     ok(wait_until(sub { $old->requests }, 30)
        && wait_for_log("$dir/error.log",
               qr/another exporter still reads the region: waiting/, 30),
