@@ -11,7 +11,7 @@ nginx nginx-dev apache2 apache2-dev libapr1-dev libaprutil1-dev
 libprotobuf-c-dev protobuf-c-compiler libgrpc-dev zlib1g-dev
 libdw-dev libelf-dev libcmocka-dev
 perl golang-go wrk valgrind curl procps openssl dpkg-dev
-libyaml-libyaml-perl lintian libc6-dbg"
+libyaml-libyaml-perl lintian libc6-dbg dwz"
 
 SUDO=
 if [ "$(id -u)" != 0 ]; then

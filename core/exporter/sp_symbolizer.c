@@ -1,4 +1,5 @@
 #include "sp_symbolizer.h"
+#include "sp_scopeindex.h"
 #include "sp_symindex.h"
 
 #include <dwarf.h>
@@ -65,6 +66,7 @@ typedef struct sp_symfile {
     size_t          base_bytes; /* of it, once it named its first address */
     bool            symbols_only; /* over the bound: never read DWARF */
     sp_symindex    *symbols;    /* its symbol table indexed, or NULL */
+    sp_scopeindex  *scopes;     /* its DWARF units' scopes, or NULL */
     bool            symbols_tried; /* this session: indexed or can't be */
     uint64_t        low;        /* the module's ELF addresses [low, high) */
     uint64_t        high;
@@ -383,6 +385,8 @@ sp_file_end(sp_symbolizer *s, sp_symfile *f)
     sp_symindex_free(f->symbols);
     f->symbols = NULL;
     f->symbols_tried = false;
+    sp_scopeindex_free(f->scopes);
+    f->scopes = NULL;
     dwfl_end(f->dwfl);
     f->dwfl = NULL;
     f->mod = NULL;
@@ -925,13 +929,18 @@ sp_call_site(Dwarf_Die *die, sp_symbol_line *at)
  * From DWARF: the function whose ranges contain the address (so no
  * containment check is needed here), the inlined calls around it, and
  * the line. False when no function of the debug info contains it.
+ *
+ * The scopes come from the file's index of its units (sp_scopeindex.h),
+ * held like libdw's state: allocated during the lookup, so charged in
+ * the growth sp_charge measures, and dropped with the session. A unit's
+ * index may take at most a quarter of the bound, so that no single one
+ * can make the bound reset sessions that would only build it again.
  */
 static bool
 sp_resolve_dwarf(sp_symfile *f, uint64_t a, sp_answer *ans)
 {
     Dwarf_Addr      bias;
     Dwarf_Die      *cu, *scopes = NULL;
-    Dwarf_Die       inner;
     Dwfl_Line      *row;
     sp_symbol_line  at = { NULL, NULL, 0 };
     sp_symbol_line  ring[SP_SYMBOL_MAX_INLINE];
@@ -943,18 +952,14 @@ sp_resolve_dwarf(sp_symfile *f, uint64_t a, sp_answer *ans)
     if (cu == NULL) {
         return false;
     }
-    /* The innermost scope at the address, then its parents in the tree:
-       dwarf_getscopes itself goes on from an inlined call to the parents
-       of its abstract origin, not to the function it was inlined into. */
-    n = dwarf_getscopes(cu, a - bias, &scopes);
-    if (n > 0) {
-        inner = scopes[0];
-        free(scopes);
-        scopes = NULL;
-        n = dwarf_getscopes_die(&inner, &scopes);
+    if (f->scopes == NULL) {
+        f->scopes = sp_scopeindex_new(f->owner->max_debug_bytes / 4);
     }
+    /* The innermost scope at the address, then its parents in the tree
+       (as dwarf_getscopes_die gives them; dwarf_getscopes itself goes on
+       from an inlined call to the parents of its abstract origin). */
+    n = sp_scopeindex_get(f->scopes, cu, a - bias, &scopes);
     if (n <= 0) {
-        free(scopes);
         return false;
     }
     row = dwfl_module_getsrc(f->mod, a);

@@ -8,6 +8,7 @@
  */
 #include "sp_test.h"
 #include "sp_symindex.h"
+#include "sp_test_dwfl.h"
 
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
@@ -75,13 +76,6 @@ static const char cases_s[] =
     "in_after:\n    .zero 12\n    .size g_after, 16\n"
     "    .zero 16\n";
 
-typedef struct module {
-    Dwfl        *dwfl;
-    Dwfl_Module *mod;
-    Elf         *elf;
-    GElf_Addr    bias;
-} module;
-
 typedef struct tally {
     size_t checked;
     size_t named;       /* the index gave a symbol */
@@ -89,30 +83,6 @@ typedef struct tally {
 } tally;
 
 static char dir[64];
-
-/* Opened as the symbolizer opens a file: at its own addresses. */
-static void
-module_open(module *m, const char *path)
-{
-    static char                *debuginfo_path = "/usr/lib/debug";
-    static const Dwfl_Callbacks callbacks = {
-        .find_elf = dwfl_build_id_find_elf,
-        .find_debuginfo = dwfl_build_id_find_debuginfo,
-        .section_address = dwfl_offline_section_address,
-        .debuginfo_path = &debuginfo_path,
-    };
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    assert_true(fd >= 0);
-    m->dwfl = dwfl_begin(&callbacks);
-    assert_non_null(m->dwfl);
-    dwfl_report_begin(m->dwfl);
-    m->mod = dwfl_report_elf(m->dwfl, "m", path, fd, 0, true);
-    assert_non_null(m->mod);
-    dwfl_report_end(m->dwfl, NULL, NULL);
-    m->elf = dwfl_module_getelf(m->mod, &m->bias);
-    assert_non_null(m->elf);
-}
 
 /* One address: the index's answer, or its referral, against libdwfl's. */
 static void
