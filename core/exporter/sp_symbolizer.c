@@ -1,4 +1,5 @@
 #include "sp_symbolizer.h"
+#include "sp_asan.h"
 #include "sp_scopeindex.h"
 #include "sp_symindex.h"
 
@@ -26,13 +27,6 @@
 #define SP_NAMES_MIN    4096
 #define SP_OVER_CAP_KEPT 64     /* files over the bound remembered */
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SP_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SP_ASAN 1
-#endif
-#endif
 #ifdef SP_ASAN
 /* ASan's allocator, not glibc's, serves malloc: mallinfo2 says 0. */
 size_t __sanitizer_get_current_allocated_bytes(void);

@@ -9,6 +9,7 @@
  * DWARF 4, and through dwz (abstract origins in imported units).
  */
 #include "sp_test.h"
+#include "sp_asan.h"
 #include "sp_scopeindex.h"
 #include "sp_test_dwfl.h"
 
@@ -19,13 +20,6 @@
 
 #define LIBC "/usr/lib/x86_64-linux-gnu/libc.so.6"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SP_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SP_ASAN 1
-#endif
-#endif
 #ifdef SP_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
@@ -304,7 +298,6 @@ typedef struct addrs {
     size_t    room;
 } addrs;
 
-static char dir[64];
 
 static void
 add(addrs *v, uint64_t a)
@@ -437,25 +430,19 @@ check_module(const char *path, uint64_t step, size_t every,
 {
     module         m;
     sp_scopeindex *x = sp_scopeindex_new(unit_max);
-    GElf_Phdr      ph;
     Dwarf_Die     *cu = NULL;
     Dwarf_Addr     bias;
     addrs          v = { NULL, 0, 0 };
     tally          t = { 0, 0, 0, 0, 0 };
     size_t         n, i, seen = 0, units = 0;
-    uint64_t       a;
+    uint64_t       a, start[8], end[8];
 
     assert_non_null(x);
     module_open(&m, path);
-    assert_int_equal(elf_getphdrnum(m.elf, &n), 0);
+    n = module_code(&m, start, end, 8);
     for (i = 0; i < n; i++) {
-        if (gelf_getphdr(m.elf, (int)i, &ph) == NULL
-            || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
-        {
-            continue;
-        }
-        for (a = ph.p_vaddr; a < ph.p_vaddr + ph.p_memsz; a += step) {
-            add(&v, a + m.bias);
+        for (a = start[i]; a < end[i]; a += step) {
+            add(&v, a);
         }
     }
     while ((cu = dwfl_module_nextcu(m.mod, cu, &bias)) != NULL) {
@@ -485,7 +472,7 @@ write_file(const char *name, const char *text)
     char  path[PATH_MAX];
     FILE *f;
 
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(path, sizeof(path), "%s/%s", scratch_dir, name);
     f = fopen(path, "w");
     assert_non_null(f);
     assert_int_equal(fputs(text, f) >= 0, 1);
@@ -498,7 +485,7 @@ build(const char *flags, const char *so)
     char cmd[4 * PATH_MAX];
 
     snprintf(cmd, sizeof(cmd), "cd %s && g++ -O2 -g %s -shared -fPIC "
-             "-o %s a.cc b.cc", dir, flags, so);
+             "-o %s a.cc b.cc", scratch_dir, flags, so);
     assert_int_equal(system(cmd), 0);
 }
 
@@ -511,8 +498,8 @@ hand_made_dwarf_scopes_are_libdws(void **state)
 
     (void)state;
     write_file("hand.s", hand_s);
-    snprintf(src, sizeof(src), "%s/hand.s", dir);
-    snprintf(so, sizeof(so), "%s/libhand.so", dir);
+    snprintf(src, sizeof(src), "%s/hand.s", scratch_dir);
+    snprintf(so, sizeof(so), "%s/libhand.so", scratch_dir);
     snprintf(cmd, sizeof(cmd), "cc -shared -nostdlib -o %s %s", so, src);
     assert_int_equal(system(cmd), 0);
     t = check_module(so, 1, 1, true, SIZE_MAX, &indexed, &libdw, &bytes);
@@ -545,10 +532,10 @@ cases_scopes_are_libdws(void **state)
        instances, the class) into a partial unit both import. */
     build("-gdwarf-5", sos[2]);
     snprintf(cmd, sizeof(cmd), "cd %s && dwz %s && readelf -wi %s | grep -q "
-             "DW_TAG_imported_unit", dir, sos[2], sos[2]);
+             "DW_TAG_imported_unit", scratch_dir, sos[2], sos[2]);
     assert_int_equal(system(cmd), 0);
     for (i = 0; i < sizeof(sos) / sizeof(sos[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", dir, sos[i]);
+        snprintf(path, sizeof(path), "%s/%s", scratch_dir, sos[i]);
         t = check_module(path, 1, 1, true, SIZE_MAX, &indexed, &libdw, &bytes);
         assert_true(t.inlined > 100);
         assert_true(indexed >= 2);
@@ -586,26 +573,6 @@ units_over_the_bound_are_libdws(void **state)
     assert_true(libdw > 100);
 }
 
-static int
-setup(void **state)
-{
-    (void)state;
-    /* libdwfl would ask debuginfod servers for what is not here. */
-    unsetenv("DEBUGINFOD_URLS");
-    snprintf(dir, sizeof(dir), "/tmp/sp_scopeindex.XXXXXX");
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-    char cmd[128];
-
-    (void)state;
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int
 main(void)
 {
@@ -616,5 +583,5 @@ main(void)
         cmocka_unit_test(units_over_the_bound_are_libdws),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
 }

@@ -82,7 +82,6 @@ typedef struct tally {
     size_t asked;       /* the index sent the address to libdwfl */
 } tally;
 
-static char dir[64];
 
 /* One address: the index's answer, or its referral, against libdwfl's. */
 static void
@@ -143,27 +142,21 @@ check_module(const char *path, uint64_t step)
 {
     module       m;
     sp_symindex *x = NULL;
-    GElf_Phdr    ph;
     GElf_Sym     sym;
     GElf_Addr    value;
     tally        t = { 0, 0, 0 };
     size_t       n, i;
-    uint64_t     a;
+    uint64_t     a, start[8], end[8];
     int          syms, j, d;
 
     module_open(&m, path);
     assert_int_equal(sp_symindex_build(m.mod, &x), SP_OK);
     assert_non_null(x);
     assert_true(sp_symindex_bytes(x) > 0);
-    assert_int_equal(elf_getphdrnum(m.elf, &n), 0);
+    n = module_code(&m, start, end, 8);
     for (i = 0; i < n; i++) {
-        if (gelf_getphdr(m.elf, (int)i, &ph) == NULL
-            || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
-        {
-            continue;
-        }
-        for (a = ph.p_vaddr; a < ph.p_vaddr + ph.p_memsz; a += step) {
-            check(&m, x, a + m.bias, &t);
+        for (a = start[i]; a < end[i]; a += step) {
+            check(&m, x, a, &t);
         }
     }
     syms = dwfl_module_getsymtab(m.mod);
@@ -226,8 +219,8 @@ every_rule_between_symbols_names_as_libdwfl_does(void **state)
     tally t;
 
     (void)state;
-    snprintf(src, sizeof(src), "%s/cases.s", dir);
-    snprintf(so, sizeof(so), "%s/libcases.so", dir);
+    snprintf(src, sizeof(src), "%s/cases.s", scratch_dir);
+    snprintf(so, sizeof(so), "%s/libcases.so", scratch_dir);
     f = fopen(src, "w");
     assert_non_null(f);
     assert_int_equal(fputs(cases_s, f) >= 0, 1);
@@ -240,26 +233,6 @@ every_rule_between_symbols_names_as_libdwfl_does(void **state)
     assert_true(t.asked <= 8);
 }
 
-static int
-setup(void **state)
-{
-    (void)state;
-    /* libdwfl would ask debuginfod servers for what is not here. */
-    unsetenv("DEBUGINFOD_URLS");
-    snprintf(dir, sizeof(dir), "/tmp/sp_symindex.XXXXXX");
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-    char cmd[128];
-
-    (void)state;
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int
 main(void)
 {
@@ -269,5 +242,5 @@ main(void)
         cmocka_unit_test(nginx_and_libcrypto_dynsym_name_as_libdwfl_does),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
 }
