@@ -1239,10 +1239,13 @@ spanprof_begin(request_rec *r)
 
     /* sp_entry_begin sets the whole entry and the fields before sampling
      * are set below: not all of the record is cleared (~40 instructions a
-     * request, callgrind). */
+     * request, callgrind). Copied from zeros, the rest takes a few vector
+     * stores; a memset of it was a rep stos (~10 instructions more). */
+    static const char zeros[sizeof(*sr)
+                            - offsetof(spanprof_request, sampling)];
+
     sr = apr_palloc(r->pool, sizeof(*sr));
-    memset(&sr->sampling, 0,
-           sizeof(*sr) - offsetof(spanprof_request, sampling));
+    memcpy(&sr->sampling, zeros, sizeof(zeros));
     spanprof_find_headers(r->headers_in, sr->header);
     memset(&in, 0, sizeof(in));
     in.traceparent = spanprof_header(sr, SPANPROF_H_TRACEPARENT,
