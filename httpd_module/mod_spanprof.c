@@ -759,16 +759,26 @@ spanprof_final(request_rec *r)
 }
 
 /* The status and whether the client went away, once, as the request is
- * logged (or, if it never is, as its pool goes). */
-static void
-spanprof_note_outcome(spanprof_request *sr)
+ * logged (or, if it never is, as its pool goes); last is the request it
+ * ended in. */
+static APR_INLINE void
+spanprof_note_outcome_at(spanprof_request *sr, request_rec *last)
 {
     if (sr->logged) {
         return;
     }
     sr->logged = 1;
-    sr->status = spanprof_final(sr->initial)->status;
+    sr->status = last->status;
     sr->aborted = spanprof_client_gone(sr->initial);
+}
+
+/* The same, when the request it ended in is not known yet. */
+static void
+spanprof_note_outcome(spanprof_request *sr)
+{
+    if (!sr->logged) {
+        spanprof_note_outcome_at(sr, spanprof_final(sr->initial));
+    }
 }
 
 static spanprof_request *
@@ -1562,14 +1572,24 @@ spanprof_log_refused(request_rec *r)
     if (!spanprof_active || r->main != NULL) {
         return DECLINED;
     }
-    sr = spanprof_request_of(r);
-    if (sr != NULL) {
-        spanprof_note_outcome(sr);
-    }
-    if (r->prev != NULL || spanprof_dummy_connection(r)) {
+    if (r->prev != NULL) {
+        sr = spanprof_request_of(r);
+        if (sr != NULL) {
+            spanprof_note_outcome(sr);
+        }
         return DECLINED;
     }
+    /* r is the initial request, sr's if it has one: the request it ended
+     * in is found once, for the outcome and the scope (~10 instructions
+     * a request, callgrind). */
+    sr = ap_get_module_config(r->request_config, &spanprof_module);
     last = spanprof_final(r);
+    if (sr != NULL) {
+        spanprof_note_outcome_at(sr, last);
+    }
+    if (spanprof_dummy_connection(r)) {
+        return DECLINED;
+    }
     /*
      * Refused before fixups (a 403 of Require, a 401, a 400) in a scope
      * that is off: fixups, which take back what post_read_request set,
