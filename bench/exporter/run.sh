@@ -3,6 +3,8 @@
 # on one core, then peak RSS under a flood while the collector is down.
 # `run.sh symbolizer [LOOKUPS [MAX_DEBUG_MIB]]`: only what the symbolizer
 # holds as distinct addresses come (bench_symbolizer.c).
+# `run.sh spans [SPANS [PER_STEP]]`: only the exporter's instructions per
+# span under callgrind, by function (bench_spans.c).
 # Run from the top of the tree after `make build`.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +22,30 @@ cc -std=c11 -D_GNU_SOURCE -O1 -g -I"$top/core/include" -I"$top/t/bin" \
 cc -std=c11 -D_GNU_SOURCE -O2 -g -I"$top/core/include" -I"$top/t/bin" \
     "$top/bench/exporter/bench_symbolizer.c" "$build/libspanprof_export.a" \
     "$build/libspanprof_core.a" $libs -o "$out/bench_symbolizer"
+cc -std=c11 -D_GNU_SOURCE -O2 -g -I"$top/core/include" \
+    "$top/bench/exporter/bench_spans.c" "$build/libspanprof_export.a" \
+    "$build/libspanprof_core.a" $libs -o "$out/bench_spans"
+
+if [ "${1:-}" = spans ]; then
+    spans=${2:-100000}
+    valgrind --tool=callgrind --toggle-collect=sp_exporter_step \
+        --callgrind-out-file="$out/spans.cg" "$out/bench_spans" "$spans" \
+        "${3:-8}" >/dev/null 2>&1
+    # self instructions per span, a function's inlined parts added up
+    callgrind_annotate --threshold=99.9 --inclusive=no --auto=no \
+        "$out/spans.cg" | awk -v n="$spans" '
+        /file:function/ { on = 1; next }
+        on && $1 ~ /^[0-9,]+$/ {
+            c = $1; gsub(",", "", c); f = $0
+            sub(/ \[.*$/, "", f); sub(/^.*:/, "", f)
+            by[f] += c; all += c
+        }
+        END {
+            for (f in by) if (by[f] / n >= 1) printf "%8.1f %s\n", by[f] / n, f
+            printf "%8.1f all\n", all / n
+        }' | sort -rn
+    exit
+fi
 
 if [ "${1:-}" = symbolizer ]; then
     shift
