@@ -473,44 +473,90 @@ sp_skip_attr(const unsigned char *p, size_t n, size_t i)
 }
 
 /*
- * The framing of the Span message in the order sp_span_write gives it:
- * each field where it must be, each length inside the message, the ids
- * present and not zero. The attributes' insides are the encoder's and are
- * covered by the ring's checksum; the framing is what keeps one bad
- * record from taking its neighbours in the request with it.
- *
- * The exporter runs this on every span, so the usual forms go first: ids
- * at fixed offsets, and attributes (a dozen, each a tag and a one-byte
- * length) walked against a limit 6 bytes before the end, the flags' room,
- * which leaves their tag and length always readable. An attribute that
- * passes the limit fails the record a little sooner than it would fail
- * at the flags; any other form of a field takes the general path.
+ * The end of a Span from the pair w at p[i], where the attributes
+ * stopped: the status's tag and length or the flags' two tags (a status
+ * of another length fails at the flags). i <= n - 6.
  */
-sp_status
-sp_span_decode(const void *body, size_t len, sp_span_view *out)
+static inline __attribute__((always_inline)) sp_status
+sp_span_end(const unsigned char *b, size_t n, size_t i, uint32_t w,
+    size_t trace, size_t span, sp_span_view *out)
 {
-    const unsigned char *b = body, *p;
-    size_t               n, m, i = 0, trace, span, off, flen;
-    uint64_t             v;
+    const unsigned char *p = b + SP_SPAN_HEAD;
+
+    if (w == (SP_TAG_SPAN_STATUS | 2 << 8)) {
+        w = sp_get16le(p, i + 2);
+        if ((w & 0xff) != SP_TAG_STATUS_CODE || w >> 8 > SP_STATUS_ERROR) {
+            return SP_ERR_INVALID;
+        }
+        i += 4;
+        w = sp_get16le(p, i);
+    }
+    if (n - i != 6 || w != (SP_TAG_SPAN_FLAGS0 | SP_TAG_SPAN_FLAGS1 << 8)) {
+        return SP_ERR_INVALID;
+    }
+    out->pid = sp_get32(b, 0);
+    out->otlp = p;
+    out->otlp_len = n;
+    out->trace_id = p + trace;
+    out->span_id = p + span;
+    return SP_OK;
+}
+
+/*
+ * The attributes from p[i], i <= n - 6, walked against a limit 6 bytes
+ * before the end, the flags' room, which leaves their tag and length
+ * always readable; then the end. The tag and the length byte are taken
+ * as one number, tag + 256 * length: less the attribute's tag, it has no
+ * bit of 0x80ff set exactly when the tag is the attribute's and the
+ * length fits its byte, and then it is 256 * length (8 instructions an
+ * attribute instead of 9). An attribute that passes the limit fails the
+ * record a little sooner than it would fail at the flags.
+ */
+static __attribute__((noinline)) sp_status
+sp_span_attrs(const unsigned char *b, size_t n, size_t i, size_t trace,
+    size_t span, sp_span_view *out)
+{
+    const unsigned char *p = b + SP_SPAN_HEAD;
+    size_t               m = n - 6;
     uint32_t             w;
 
-    if (body == NULL || len < SP_SPAN_HEAD || sp_get32(b, 4) != 0) {
+    for (;;) {
+        w = sp_get16le(p, i);
+        if (((w - SP_TAG_SPAN_ATTR) & 0x80ff) == 0) {
+            i += (size_t)(w >> 8) + 2;
+            if (i > m) {
+                return SP_ERR_INVALID;
+            }
+        } else if ((w & 0xff) != SP_TAG_SPAN_ATTR) {
+            break;
+        } else if ((i = sp_skip_attr(p, m, i)) == 0) {
+            return SP_ERR_INVALID;
+        }
+    }
+    return sp_span_end(b, n, i, w, trace, span, out);
+}
+
+/*
+ * sp_span_decode, every form: a field's length of more than one byte, a
+ * tracestate, no kind. Its result is the same on every input as the
+ * usual case's in sp_span_decode.
+ */
+static __attribute__((noinline)) sp_status
+sp_span_decode_any(const unsigned char *b, size_t len, sp_span_view *out)
+{
+    const unsigned char *p;
+    size_t               n, i = 0, trace, span, off, flen;
+    uint64_t             v;
+
+    if (b == NULL || len < SP_SPAN_HEAD || sp_get32(b, 4) != 0) {
         return SP_ERR_INVALID;
     }
     p = b + SP_SPAN_HEAD;
     n = len - SP_SPAN_HEAD;
-    /* the ids' lengths as the encoder writes them, one byte each */
-    if (n >= 28 && sp_get16le(p, 0) == (SP_TAG_SPAN_TRACE_ID | 16 << 8)
-        && sp_get16le(p, 18) == (SP_TAG_SPAN_SPAN_ID | 8 << 8))
-    {
-        trace = 2;
-        span = 20;
-        i = 28;
-    } else if (!sp_get_field(p, n, &i, SP_TAG_SPAN_TRACE_ID, &trace, &flen)
-               || flen != 16
-               || !sp_get_field(p, n, &i, SP_TAG_SPAN_SPAN_ID, &span,
-                                &flen)
-               || flen != 8)
+    if (!sp_get_field(p, n, &i, SP_TAG_SPAN_TRACE_ID, &trace, &flen)
+        || flen != 16
+        || !sp_get_field(p, n, &i, SP_TAG_SPAN_SPAN_ID, &span, &flen)
+        || flen != 8)
     {
         return SP_ERR_INVALID;
     }
@@ -546,47 +592,81 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
     {
         return SP_ERR_INVALID;
     }
-    i += 18;
+    return sp_span_attrs(b, n, i + 18, trace, span, out);
+}
+
+/*
+ * The framing of the Span message in the order sp_span_write gives it:
+ * each field where it must be, each length inside the message, the ids
+ * present and not zero. The attributes' insides are the encoder's and are
+ * covered by the ring's checksum; the framing is what keeps one bad
+ * record from taking its neighbours in the request with it.
+ *
+ * The exporter runs this on every span, so the form an entry span has
+ * is taken here, with no call but where it leaves (no register to save):
+ * ids and a parent at fixed offsets, a name and attributes whose lengths
+ * take one byte, a kind of one byte. Its bound checks are fewer than the
+ * fields: the message is at least as long as the smallest such span, and
+ * after the name one check covers the kind, the times and the flags.
+ * Every other form starts over in sp_span_decode_any, and a long
+ * attribute goes on in sp_span_attrs: either gives the same result.
+ */
+sp_status
+sp_span_decode(const void *body, size_t len, sp_span_view *out)
+{
+    const unsigned char *b = body, *p;
+    size_t               n, m, i, w;
+
+    /* ids, name tag and length, kind, times, flags: 28 + 2 + 2 + 18 + 6 */
+    if (body == NULL || len < SP_SPAN_HEAD + 56 || sp_get32(b, 4) != 0) {
+        return sp_span_decode_any(body, len, out);
+    }
+    p = b + SP_SPAN_HEAD;
+    n = len - SP_SPAN_HEAD;
     m = n - 6;
-    /*
-     * i <= m from here on: p[i..i + 6) lie inside the message. The tag
-     * and the length byte are taken as one number, tag + 256 * length:
-     * less the attribute's tag, it has no bit of 0x80ff set exactly when
-     * the tag is the attribute's and the length fits its byte, and then
-     * it is 256 * length (8 instructions an attribute instead of 9).
-     * Where the loop stops, w holds the status's tag and length, or the
-     * flags' two tags: a status of another length fails at the flags.
-     */
-    for (;;) {
-        w = sp_get16le(p, i);
-        if (((w - SP_TAG_SPAN_ATTR) & 0x80ff) == 0) {
-            i += (size_t)(w >> 8) + 2;
-            if (i > m) {
-                return SP_ERR_INVALID;
-            }
-        } else if ((w & 0xff) != SP_TAG_SPAN_ATTR) {
-            break;
-        } else if ((i = sp_skip_attr(p, m, i)) == 0) {
-            return SP_ERR_INVALID;
-        }
+    if (sp_get16le(p, 0) != (SP_TAG_SPAN_TRACE_ID | 16 << 8)
+        || sp_get16le(p, 18) != (SP_TAG_SPAN_SPAN_ID | 8 << 8))
+    {
+        return sp_span_decode_any(body, len, out);
     }
-    if (w == (SP_TAG_SPAN_STATUS | 2 << 8)) {
-        w = sp_get16le(p, i + 2);
-        if ((w & 0xff) != SP_TAG_STATUS_CODE || w >> 8 > SP_STATUS_ERROR) {
-            return SP_ERR_INVALID;
-        }
-        i += 4;
-        w = sp_get16le(p, i);
-    }
-    if (n - i != 6 || w != (SP_TAG_SPAN_FLAGS0 | SP_TAG_SPAN_FLAGS1 << 8)) {
+    if (sp_all_zero(p + 2, 16) || sp_all_zero(p + 20, 8)) {
         return SP_ERR_INVALID;
     }
-    out->pid = sp_get32(b, 0);
-    out->otlp = p;
-    out->otlp_len = n;
-    out->trace_id = p + trace;
-    out->span_id = p + span;
-    return SP_OK;
+    /* 28 + 10 + 2 <= n - 6: the parent and the name's pair are inside */
+    w = sp_get16le(p, 28);
+    i = 28;
+    if (w == (SP_TAG_SPAN_PARENT | 8 << 8)) {
+        i = 38;
+        w = sp_get16le(p, 38);
+    }
+    if ((w & 0x80ff) != SP_TAG_SPAN_NAME) {
+        return sp_span_decode_any(body, len, out);
+    }
+    /* the name, then a kind of one byte and the times, before the flags */
+    i += (size_t)(w >> 8) + 2;
+    if (i + 20 > m) {
+        return sp_span_decode_any(body, len, out);
+    }
+    w = sp_get16le(p, i);
+    if ((w & 0xff) != SP_TAG_SPAN_KIND || w >> 8 > SP_SPAN_KIND_MAX
+        || p[i + 2] != SP_TAG_SPAN_START || p[i + 11] != SP_TAG_SPAN_END)
+    {
+        return sp_span_decode_any(body, len, out);
+    }
+    i += 20;
+    /* as sp_span_attrs; a long attribute goes on there */
+    for (w = sp_get16le(p, i); ((w - SP_TAG_SPAN_ATTR) & 0x80ff) == 0;
+         w = sp_get16le(p, i))
+    {
+        i += (w >> 8) + 2;
+        if (i > m) {
+            return SP_ERR_INVALID;
+        }
+    }
+    if ((w & 0xff) == SP_TAG_SPAN_ATTR) {
+        return sp_span_attrs(b, n, i, 2, 20, out);
+    }
+    return sp_span_end(b, n, i, (uint32_t)w, 2, 20, out);
 }
 
 /* ---- objects */

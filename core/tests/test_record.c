@@ -744,6 +744,88 @@ span_decoder_rejects_each_malformed_form(void **state)
     assert_int_equal(sp_span_decode(NULL, n, &v), SP_ERR_INVALID);
 }
 
+/*
+ * An entry span's form, which sp_span_decode takes without its general
+ * path: no tracestate, a parent, a kind of one byte, lengths of one byte
+ * but for one attribute of 200 bytes among short ones, which the walk
+ * hands on. Offsets: parent tag 36, length 37; name tag 46, length 47;
+ * kind tag 56, value 57; start tag 58; end tag 67; the first attribute's
+ * tag 76, length 77.
+ */
+static const sp_span_attr entry_attrs[] = {
+    { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+    { "user_agent.original", 19, SP_VALUE_STRING,
+      "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like "
+      "Gecko) Chrome/120.0.0.0 Safari/537.36 Mozilla/5.0 (X11; Linux "
+      "x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 "
+      "Safari/537", 200, 0 },
+    { "http.response.status_code", 25, SP_VALUE_INT, NULL, 0, 200 },
+};
+
+static size_t
+encode_entry_span(uint8_t status)
+{
+    sp_span_record s = a_span();
+
+    s.tracestate = NULL;
+    s.tracestate_len = 0;
+    s.status_code = status;
+    return encode_span(&s, entry_attrs, 3);
+}
+
+static void
+span_decoder_takes_and_rejects_an_entry_span(void **state)
+{
+    /* offset (from the end when negative) and the byte written there */
+    static const struct { int off; uint8_t byte; } bad[] = {
+        { 4, 1 }, { 9, 15 }, { 27, 9 }, { 37, 9 }, { 37, 0x80 },
+        { 47, 0x7f }, { 47, 0x80 }, { 56, 0x31 }, { 57, 6 }, { 58, 0x38 },
+        { 67, 0 }, { 77, 0x7f }, { -7, 3 }, { -6, 0x7a }, { -5, 0 },
+    };
+    sp_span_view   v;
+    pb_span       *m;
+    size_t         n, len, i;
+    uint8_t        status;
+
+    (void)state;
+    for (status = SP_STATUS_UNSET; status <= SP_STATUS_ERROR; status++) {
+        n = encode_entry_span(status);
+        assert_int_equal(buf[36], 0x22);
+        assert_int_equal(buf[46], 0x2a);
+        assert_int_equal(buf[56], 0x30);
+        assert_int_equal(buf[58], 0x39);
+        assert_int_equal(buf[67], 0x41);
+        assert_int_equal(buf[76], 0x4a);
+        m = decode_span(n, &v);
+        assert_int_equal(v.pid, 777);
+        assert_int_equal(m->n_attributes, 3);
+        assert_int_equal(strlen(m->attributes[1]->value->string_value),
+                         200);
+        assert_string_equal(m->name, "GET /api");
+        opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+        for (len = 0; len < n; len++) {
+            assert_int_equal(sp_span_decode(buf, len, &v), SP_ERR_INVALID);
+        }
+        buf[n] = 0;
+        assert_int_equal(sp_span_decode(buf, n + 1, &v), SP_ERR_INVALID);
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            n = encode_entry_span(status);
+            buf[bad[i].off < 0 ? (int)n + bad[i].off : bad[i].off] =
+                bad[i].byte;
+            if (bad[i].off == -7 && status == SP_STATUS_UNSET) {
+                continue;   /* a flags byte there, whatever its value */
+            }
+            assert_int_equal(sp_span_decode(buf, n, &v), SP_ERR_INVALID);
+        }
+        n = encode_entry_span(status);
+        memset(buf + 10, 0, 16);
+        assert_int_equal(sp_span_decode(buf, n, &v), SP_ERR_INVALID);
+        n = encode_entry_span(status);
+        memset(buf + 28, 0, 8);
+        assert_int_equal(sp_span_decode(buf, n, &v), SP_ERR_INVALID);
+    }
+}
+
 /* ---- objects */
 
 static sp_object objs[3];
@@ -1003,6 +1085,7 @@ main(void)
         cmocka_unit_test(span_strings_are_valid_utf8),
         cmocka_unit_test(span_strings_are_cut_at_their_limits),
         cmocka_unit_test(span_decoder_rejects_each_malformed_form),
+        cmocka_unit_test(span_decoder_takes_and_rejects_an_entry_span),
         cmocka_unit_test(objects_round_trip_every_field),
         cmocka_unit_test(objects_cut_long_paths_and_build_ids),
         cmocka_unit_test(objects_decoder_rejects_each_malformed_form),
