@@ -100,13 +100,17 @@ sp_load64(const unsigned char *p)
 }
 
 /*
- * Eight words an iteration, the odd words first through a jump into a
+ * Sixteen words an iteration, the odd words first through a jump into a
  * run of crc32s: a loop's add, compare and branch per word would be as
  * many instructions again as the crc32s (callgrind counts them on both
- * sides of the ring for every record). The loads fold into the crc32s'
- * memory operands; x86 is little-endian, so a word's bytes go in memory
- * order, as the software path takes them.
+ * sides of the ring for every record), and per 128 bytes they are three
+ * of nineteen; a span's record (about 400 bytes) takes three iterations
+ * rather than six of 64 bytes. The loads fold into the crc32s' memory
+ * operands; x86 is little-endian, so a word's bytes go in memory order,
+ * as the software path takes them.
  */
+#define SP_CRC_AT(k) (c = _mm_crc32_u64(c, sp_load64(p - 8 * (k))))
+#define SP_CRC_NEXT(k) (c = _mm_crc32_u64(c, sp_load64(p + 8 * (k))))
 __attribute__((target("sse4.2"))) uint32_t
 sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
 {
@@ -115,26 +119,30 @@ sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
     uint32_t             v;
     size_t               words = len >> 3;
 
-    p += (words & 7) * 8;
-    switch (words & 7) {
-    case 7: c = _mm_crc32_u64(c, sp_load64(p - 56)); /* fallthrough */
-    case 6: c = _mm_crc32_u64(c, sp_load64(p - 48)); /* fallthrough */
-    case 5: c = _mm_crc32_u64(c, sp_load64(p - 40)); /* fallthrough */
-    case 4: c = _mm_crc32_u64(c, sp_load64(p - 32)); /* fallthrough */
-    case 3: c = _mm_crc32_u64(c, sp_load64(p - 24)); /* fallthrough */
-    case 2: c = _mm_crc32_u64(c, sp_load64(p - 16)); /* fallthrough */
-    case 1: c = _mm_crc32_u64(c, sp_load64(p - 8));  /* fallthrough */
+    p += (words & 15) * 8;
+    switch (words & 15) {
+    case 15: SP_CRC_AT(15); /* fallthrough */
+    case 14: SP_CRC_AT(14); /* fallthrough */
+    case 13: SP_CRC_AT(13); /* fallthrough */
+    case 12: SP_CRC_AT(12); /* fallthrough */
+    case 11: SP_CRC_AT(11); /* fallthrough */
+    case 10: SP_CRC_AT(10); /* fallthrough */
+    case 9: SP_CRC_AT(9);   /* fallthrough */
+    case 8: SP_CRC_AT(8);   /* fallthrough */
+    case 7: SP_CRC_AT(7);   /* fallthrough */
+    case 6: SP_CRC_AT(6);   /* fallthrough */
+    case 5: SP_CRC_AT(5);   /* fallthrough */
+    case 4: SP_CRC_AT(4);   /* fallthrough */
+    case 3: SP_CRC_AT(3);   /* fallthrough */
+    case 2: SP_CRC_AT(2);   /* fallthrough */
+    case 1: SP_CRC_AT(1);   /* fallthrough */
     default: break;
     }
-    for (end = p + (words >> 3) * 64; p != end; p += 64) {
-        c = _mm_crc32_u64(c, sp_load64(p));
-        c = _mm_crc32_u64(c, sp_load64(p + 8));
-        c = _mm_crc32_u64(c, sp_load64(p + 16));
-        c = _mm_crc32_u64(c, sp_load64(p + 24));
-        c = _mm_crc32_u64(c, sp_load64(p + 32));
-        c = _mm_crc32_u64(c, sp_load64(p + 40));
-        c = _mm_crc32_u64(c, sp_load64(p + 48));
-        c = _mm_crc32_u64(c, sp_load64(p + 56));
+    for (end = p + (words >> 4) * 128; p != end; p += 128) {
+        SP_CRC_NEXT(0);  SP_CRC_NEXT(1);  SP_CRC_NEXT(2);  SP_CRC_NEXT(3);
+        SP_CRC_NEXT(4);  SP_CRC_NEXT(5);  SP_CRC_NEXT(6);  SP_CRC_NEXT(7);
+        SP_CRC_NEXT(8);  SP_CRC_NEXT(9);  SP_CRC_NEXT(10); SP_CRC_NEXT(11);
+        SP_CRC_NEXT(12); SP_CRC_NEXT(13); SP_CRC_NEXT(14); SP_CRC_NEXT(15);
     }
     v = (uint32_t)c;
     if (len & 4) {
@@ -156,6 +164,8 @@ sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
     }
     return ~v;
 }
+#undef SP_CRC_AT
+#undef SP_CRC_NEXT
 
 #endif
 

@@ -101,8 +101,9 @@ known_vectors(void **state)
 /*
  * Each path against the reference over random bytes of every length
  * from 0 to 300, at every alignment, continued from a random CRC. Every
- * length reaches each of the hardware path's remainders (words mod 8, the
- * 4-, 2- and 1-byte tails) with and without whole 64-byte blocks.
+ * length reaches each of the hardware path's remainders (words mod 16,
+ * the 4-, 2- and 1-byte tails) with no, one and two whole 128-byte
+ * blocks.
  */
 static void
 every_path_agrees_with_the_definition(void **state)
