@@ -466,7 +466,7 @@ sp_otlp_client_create(const sp_otlp_client_config *cfg, sp_otlp_client **out,
     sp_otlp_metadata         *md = NULL;
     grpc_channel_credentials *creds;
     grpc_channel_args         args;
-    grpc_arg                  arg[5];
+    grpc_arg                  arg[4];
     char                      target[SP_OTLP_HOST_MAX + 8];
     char                     *pem = NULL;
     const char               *endpoint;
@@ -558,20 +558,7 @@ sp_otlp_client_create(const sp_otlp_client_config *cfg, sp_otlp_client **out,
     arg[3].type = GRPC_ARG_INTEGER;
     arg[3].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
     arg[3].value.integer = -1;
-    /*
-     * Retries are ours (sp_otlp_export_retry, the OTLP spec's policy and
-     * backoff). Without a retry policy, gRPC's retry filter still takes
-     * every call, keeping its message for a transparent resend: without
-     * it a 512-span export costs 8 % fewer instructions
-     * (bench/exporter/export_call.sh). What gRPC alone resent, a call
-     * that never reached the server (the connection dropped before it
-     * was written, a GOAWAY race), now comes back UNAVAILABLE: retryable,
-     * so we resend it after our backoff.
-     */
-    arg[4].type = GRPC_ARG_INTEGER;
-    arg[4].key = (char *)GRPC_ARG_ENABLE_RETRIES;
-    arg[4].value.integer = 0;
-    args.num_args = 5;
+    args.num_args = 4;
     args.args = arg;
 
     sp_otlp_endpoint_target(&c->endpoint, target, sizeof(target));
