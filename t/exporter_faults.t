@@ -16,15 +16,14 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir free_port read_file wait_until);
 use Spanprof::Receiver;
-use Spanprof::Exporter qw(build_driver start_drive finish_drive
-                          finish_drive_when counters balanced);
+use Spanprof::Exporter qw(build_driver start_drive finish_drive_when
+                          counters check_end failed_with);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
 
 my $dir = new_dir();
 my $driver = build_driver($dir);
-my $BOUND_KB = 64 * 1024;
 my $INTERVAL = 1000;
 
 sub env_for {
@@ -40,27 +39,6 @@ sub env_for {
 # export.
 my @STEADY = qw(--samples 6000 --spans 600 --for-ms 60000 --every-ms 100
                 --hold-ms 60000);
-
-sub check_end {
-    my ($h, $what) = @_;
-    ok(!$h->{timed_out}, "$what: the driver finished");
-    is($h->{exit}, 0, "$what: the exporter exits 0") or diag($h->{stderr});
-    my $c = $h->{counters};
-    ok($c, "$what: counters at exit") or return {};
-    ok(balanced($c), "$what: received = exported + dropped + held")
-        or diag(join ' ', map { "$_=$c->{$_}" } sort keys %$c);
-    is($c->{received}, $h->{written_samples} + $h->{written_spans},
-       "$what: every record written was received");
-    ok($h->{hwm_kb} > 0 && $h->{hwm_kb} < $BOUND_KB,
-       "$what: peak RSS $h->{hwm_kb} kB under 64 MiB");
-    return $c;
-}
-
-# The exporter of $h said that an export failed with $status.
-sub failed_with {
-    my ($h, $status) = @_;
-    return read_file($h->{log}) =~ /export failed: .*\b$status\b/;
-}
 
 sub logs_requests {
     my ($rcv) = @_;

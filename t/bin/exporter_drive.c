@@ -22,7 +22,8 @@
  * however slow the machine.
  *
  * Prints: "exporter PID", "driver PID", "written samples=N spans=N
- * ring_full=N", "exporter_hwm_kb N", "exporter_exit N|signal N".
+ * ring_full=N", "exporter_hwm_kb N", "exporter_stop_ms N" (from its
+ * SIGTERM to its exit), "exporter_exit N|signal N".
  */
 #include "sp_clock.h"
 #include "sp_config.h"
@@ -252,7 +253,7 @@ main(int argc, char **argv)
     const char *exporter = NULL;
     uint32_t    samples = 0, spans = 0, slots = 4;
     uint64_t    ring_bytes = 1 << 20, for_ms = 0, every_ms = 100;
-    uint64_t    flood_ms = 0, hold_ms = 0;
+    uint64_t    flood_ms = 0, hold_ms = 0, stop_ms;
     uint8_t     source = SP_SOURCE_SNAPSHOT;
     int         stop = 1, pid, status, i;
     sp_exporter_launch l;
@@ -385,8 +386,11 @@ main(int argc, char **argv)
     if (!stop) {
         return 0;
     }
+    stop_ms = sp_monotonic_ms();
     kill(pid, SIGTERM);
     waitpid(pid, &status, 0);
+    printf("exporter_stop_ms %llu\n",
+           (unsigned long long)(sp_monotonic_ms() - stop_ms));
     if (WIFEXITED(status)) {
         printf("exporter_exit %d\n", WEXITSTATUS(status));
     } else {

@@ -9,13 +9,19 @@ use strict;
 use warnings;
 
 use POSIX qw(WNOHANG);
+use Test::More ();
 use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(top_dir read_file wait_until);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(build_driver start_drive finish_drive run_drive
-                    finish_drive_when counters balanced);
+                    finish_drive_when counters balanced check_end
+                    failed_with);
+
+# The exporter's peak RSS in every fault stays under this (README,
+# "Bounds").
+my $BOUND_KB = 64 * 1024;
 
 my %running;
 
@@ -60,7 +66,7 @@ sub start_drive {
             @{ $a{args} // [] } or die "exec: $!";
     }
     $h->{pid} = $pid;
-    $running{$pid} = 1;
+    $running{$pid} = $h;
     my $end = time + 10;
     while (time < $end && read_file($h->{out}) !~ /^exporter (\d+)$/m) {
         sleep 0.01;
@@ -83,6 +89,8 @@ sub finish_drive {
         kill 'KILL', $h->{pid};
         waitpid($h->{pid}, 0);
         $h->{timed_out} = 1;
+        # An exporter that hangs in its stop outlives its driver.
+        kill 'KILL', $h->{exporter_pid} if $h->{exporter_pid};
     }
     delete $running{ $h->{pid} };
     my $out = read_file($h->{out});
@@ -91,6 +99,7 @@ sub finish_drive {
     ($h->{written_samples}, $h->{written_spans}, $h->{ring_full}) =
         $out =~ /^written samples=(\d+) spans=(\d+) ring_full=(\d+)$/m;
     ($h->{hwm_kb}) = $out =~ /^exporter_hwm_kb (-?\d+)$/m;
+    ($h->{stop_ms}) = $out =~ /^exporter_stop_ms (\d+)$/m;
     ($h->{exit}) = $out =~ /^exporter_exit (\d+)$/m;
     ($h->{signal}) = $out =~ /^exporter_signal (\d+)$/m;
     $h->{counters} = counters($h->{stderr}, 'at exit');
@@ -132,11 +141,41 @@ sub balanced {
     return $sum == $c->{received};
 }
 
+# The tests of an exporter that ended (finish_drive's handle): the driver
+# finished, the exporter exited 0, its counters at exit add up, every
+# record written was received, its peak RSS stayed under the bound.
+# Returns the counters ({} when there are none).
+sub check_end {
+    my ($h, $what) = @_;
+    Test::More::ok(!$h->{timed_out}, "$what: the driver finished");
+    Test::More::is($h->{exit}, 0, "$what: the exporter exits 0")
+        or Test::More::diag($h->{stderr});
+    my $c = $h->{counters};
+    Test::More::ok($c, "$what: counters at exit") or return {};
+    Test::More::ok(balanced($c),
+                   "$what: received = exported + dropped + held")
+        or Test::More::diag(join ' ', map { "$_=$c->{$_}" } sort keys %$c);
+    Test::More::is($c->{received},
+                   $h->{written_samples} + $h->{written_spans},
+                   "$what: every record written was received");
+    Test::More::ok($h->{hwm_kb} > 0 && $h->{hwm_kb} < $BOUND_KB,
+                   "$what: peak RSS $h->{hwm_kb} kB under 64 MiB");
+    return $c;
+}
+
+# The exporter of $h said that an export failed with $status.
+sub failed_with {
+    my ($h, $status) = @_;
+    return read_file($h->{log}) =~ /export failed: .*\b$status\b/;
+}
+
 END {
     local $?;
     for my $pid (grep { /^\d+$/ } keys %running) {
         kill 'KILL', $pid;
         waitpid($pid, 0);
+        kill 'KILL', $running{$pid}{exporter_pid}
+            if $running{$pid}{exporter_pid};
     }
 }
 

@@ -184,6 +184,12 @@ sub wait_requests {
     return @r;
 }
 
+# A collector that hangs for real (its process frozen, a network black
+# hole): the connection stays open, the kernel takes what fits in its
+# buffers, nothing is answered. thaw() lets it go on.
+sub freeze { kill 'STOP', $_[0]{pid} if $_[0]{pid} }
+sub thaw   { kill 'CONT', $_[0]{pid} if $_[0]{pid} }
+
 # SIGTERM, then SIGKILL after 5 s; $signal 'KILL' kills at once.
 sub stop {
     my ($self, $signal) = @_;
@@ -195,6 +201,8 @@ sub _stop_pid {
     my ($pid, $signal) = @_;
     delete $running{$pid};
     kill $signal // 'TERM', $pid;
+    # A frozen one (freeze) takes its signal once it runs again.
+    kill 'CONT', $pid;
     my $end = time + 5;
     while (time < $end) {
         return if waitpid($pid, WNOHANG) != 0;
