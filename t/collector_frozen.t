@@ -10,7 +10,8 @@
 #     SIGCONT exports succeed again;
 #   - a stop while it is frozen ends within the timeout and the second the
 #     servers wait for it (README, "The exporter"), counters balanced,
-#     what was held counted as dropped.shutdown;
+#     what was held counted as dropped.shutdown, also when a batch comes
+#     due while it stops;
 #   - nginx and httpd reloaded, then stopped, with it frozen: each old
 #     exporter exits, the server is gone in time and so is its exporter,
 #     without "did not stop within" and without an alert; what they held
@@ -147,6 +148,34 @@ sub recovered {
        'stopped frozen: the exporter exits within the timeout and a second');
     ok(($c->{'dropped.shutdown'} // 0) > 0,
        'stopped frozen: what it held is counted dropped.shutdown');
+}
+
+# --- a batch that comes due while it stops
+
+# After a stop the exporter reads on while a worker lives, for half the
+# timeout, and sends what comes due meanwhile: that call too must end by
+# the stop's deadline, not a whole timeout after it started. One span,
+# read at once; stopped as soon as it is, so that its batch comes due
+# (OTEL_BSP_SCHEDULE_DELAY) while it reads on, well after the second the
+# servers allow beyond the timeout.
+
+{
+    my $t = 6000;
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    $rcv->freeze;
+    my $h = start_drive(dir => $dir, driver => $driver,
+        env => { %{ env_for($rcv->port) }, OTEL_EXPORTER_OTLP_TIMEOUT => $t,
+                 OTEL_BSP_SCHEDULE_DELAY => 2500 },
+        args => [qw(--spans 1 --hold-ms 60000)]);
+    $h = finish_drive_when($h, sub { now_counters($h)->{received} }, $WAIT);
+    my $c = check_end($h, 'due while stopping');
+    diag('due while stopping: the exporter exited '
+         . ($h->{stop_ms} // '?') . ' ms after SIGTERM');
+    ok(defined $h->{stop_ms} && $h->{stop_ms} <= $t + $SLACK,
+       'due while stopping: the exporter exits within the timeout and a '
+       . 'second');
+    is($c->{'dropped.shutdown'}, 1,
+       'due while stopping: the span counted dropped.shutdown');
 }
 
 # --- the servers: reloaded, then stopped, while the collector is frozen

@@ -209,6 +209,7 @@ struct sp_exporter_loop {
     uint64_t            queue_spans;
     bool                quit;
     uint64_t            deadline_ms; /* flushing: give up at; 0: none */
+    uint64_t            stop_end_ms; /* stopping: no call outlives it */
     uint64_t            rng;
 
     sp_sink             sinks[3];   /* indexed by sp_otlp_signal */
@@ -1182,7 +1183,7 @@ sp_sender_main(void *arg)
     while (!e->quit) {
         sp_item       *prev, *it;
         sp_otlp_result r;
-        uint64_t       now = sp_monotonic_ms(), timeout;
+        uint64_t       now = sp_monotonic_ms(), timeout, left;
 
         it = sp_queue_first_locked(e, lane->signal, &prev);
         if (it == NULL) {
@@ -1223,8 +1224,11 @@ sp_sender_main(void *arg)
         e->queue_bytes -= it->len;
         lane->inflight = it;
         timeout = e->timeout_ms;
-        if (e->deadline_ms != 0 && e->deadline_ms - now < timeout) {
-            timeout = e->deadline_ms - now;
+        if (e->stop_end_ms != 0) {
+            left = now < e->stop_end_ms ? e->stop_end_ms - now : 1;
+            if (left < timeout) {
+                timeout = left;
+            }
         }
         pthread_mutex_unlock(&e->lock);
 
@@ -1648,6 +1652,14 @@ sp_exporter_run(sp_exporter_loop *e)
      */
     end = (e->stop_seen_ms != 0 ? e->stop_seen_ms : sp_monotonic_ms())
           + e->timeout_ms;
+    /*
+     * A call made while it reads on ends by then too, not a whole timeout
+     * after it began: the servers wait for the exporter the timeout from
+     * the stop and a second, then give up on what it holds.
+     */
+    pthread_mutex_lock(&e->lock);
+    e->stop_end_ms = end;
+    pthread_mutex_unlock(&e->lock);
     while (sp_monotonic_ms() < end - e->timeout_ms / 2
            && !sp_region_reader_wanted(e->o.region, e->pid)
            && sp_region_writers_alive(e->o.region))
