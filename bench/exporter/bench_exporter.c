@@ -14,6 +14,7 @@
  */
 #include "sp_config.h"
 #include "sp_exporter.h"
+#include "bench_counters.h"
 #include "sp_record.h"
 #include "sp_ring.h"
 #include "self_objects.h"
@@ -174,14 +175,7 @@ main(int argc, char **argv)
     qsort(rates, (size_t)rounds, sizeof(rates[0]), cmp_double);
     printf("median %.0f samples/s (%d rounds, %d-frame stacks from %d "
            "distinct)\n", rates[rounds / 2], rounds, DEPTH, STACKS);
-    {
-        sp_exporter_counters k;
-        char line[1024];
-
-        sp_exporter_counters_get(e, &k);
-        sp_exporter_counters_format(&k, line, sizeof(line));
-        printf("%s\n", line);
-    }
+    bench_print_counters(e);
     sp_exporter_destroy(e);
     sp_region_detach(region);
     sp_config_destroy(c);

@@ -16,6 +16,7 @@
 #include "sp_config.h"
 #include "sp_entry.h"
 #include "sp_exporter.h"
+#include "bench_counters.h"
 #include "sp_ids.h"
 #include "sp_ring.h"
 
@@ -129,14 +130,7 @@ main(int argc, char **argv)
         fake_ms++;
     }
     sp_exporter_flush(e);
-    {
-        sp_exporter_counters k;
-        char                 line[1024];
-
-        sp_exporter_counters_get(e, &k);
-        sp_exporter_counters_format(&k, line, sizeof(line));
-        printf("%s\n", line);
-    }
+    bench_print_counters(e);
     sp_exporter_destroy(e);
     sp_region_detach(region);
     sp_idgen_destroy(ids);
