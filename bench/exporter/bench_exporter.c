@@ -14,7 +14,7 @@
  */
 #include "sp_config.h"
 #include "sp_exporter.h"
-#include "bench_counters.h"
+#include "bench_loop.h"
 #include "sp_record.h"
 #include "sp_ring.h"
 #include "self_objects.h"
@@ -34,14 +34,6 @@
 #define RING_BYTES   (64u << 20)
 static uint64_t  stacks[STACKS][DEPTH];
 static uint64_t  pool[ADDRESSES];
-static uint64_t  fake_ms;
-
-static uint64_t
-clock_ms(void *ctx)
-{
-    (void)ctx;
-    return fake_ms;
-}
 
 static double
 now_s(void)
@@ -74,14 +66,12 @@ main(int argc, char **argv)
     static uint64_t     objbuf[(64u << 10) / 8];
     uint64_t            sbuf[(DEPTH * 8 + 256) / 8];
     double              rates[64];
-    sp_exporter_options o;
     sp_exporter_loop   *e;
     sp_config          *c;
     sp_region          *region;
     sp_ring            *ring;
     void               *mem;
     size_t              size = sp_region_size(SLOTS, RING_BYTES);
-    char                err[256];
     uint64_t            total_samples = 0;
 
     if (rounds < 1 || rounds > 64) {
@@ -121,16 +111,7 @@ main(int argc, char **argv)
         }
     }
 
-    memset(&o, 0, sizeof(o));
-    o.config = c;
-    o.region = region;
-    o.server = "nginx";
-    o.pid = (uint32_t)getpid() + 1;
-    o.now_ms = clock_ms;
-    if (sp_exporter_create(&o, &e, err, sizeof(err)) != SP_OK) {
-        fprintf(stderr, "exporter: %s\n", err);
-        return 1;
-    }
+    e = bench_exporter_new(c, region);
     sp_ring_write(ring, SP_RECORD_OBJECTS, objbuf,
                   sp_objects_encode(objbuf, (uint32_t)getpid(), 1, objects,
                                     object_count));
@@ -161,7 +142,7 @@ main(int argc, char **argv)
         }
         t0 = now_s();
         while (sp_exporter_step(e) > 0) {
-            fake_ms += 1;   /* an export interval every 1000 steps */
+            bench_ms += 1;   /* an export interval every 1000 steps */
         }
         sp_exporter_flush(e);
         t1 = now_s();

@@ -16,7 +16,7 @@
 #include "sp_config.h"
 #include "sp_entry.h"
 #include "sp_exporter.h"
-#include "bench_counters.h"
+#include "bench_loop.h"
 #include "sp_ids.h"
 #include "sp_ring.h"
 
@@ -28,14 +28,6 @@
 #define SLOTS      4
 #define RING_BYTES (1u << 20)
 
-static uint64_t fake_ms;
-
-static uint64_t
-clock_ms(void *ctx)
-{
-    (void)ctx;
-    return fake_ms;
-}
 
 static const char *
 env(void *ctx, const char *name)
@@ -50,7 +42,6 @@ main(int argc, char **argv)
     long                spans = argc > 1 ? atol(argv[1]) : 100000;
     long                per = argc > 2 ? atol(argv[2]) : 1;
     static char         scratch[SP_ENTRY_SCRATCH_SIZE];
-    sp_exporter_options o;
     sp_exporter_loop   *e;
     sp_entry_policy     p;
     sp_entry_headers    in;
@@ -62,7 +53,6 @@ main(int argc, char **argv)
     sp_idgen           *ids;
     void               *mem;
     size_t              size = sp_region_size(SLOTS, RING_BYTES);
-    char                err[256];
     long                n;
 
     setenv("OTEL_LOGS_EXPORTER", "none", 1);
@@ -80,16 +70,7 @@ main(int argc, char **argv)
     }
     ring = sp_region_claim(region, (uint32_t)getpid());
 
-    memset(&o, 0, sizeof(o));
-    o.config = c;
-    o.region = region;
-    o.server = "nginx";
-    o.pid = (uint32_t)getpid() + 1;
-    o.now_ms = clock_ms;
-    if (sp_exporter_create(&o, &e, err, sizeof(err)) != SP_OK) {
-        fprintf(stderr, "exporter: %s\n", err);
-        return 1;
-    }
+    e = bench_exporter_new(c, region);
 
     /* ab -k's request for /small.html, as nginx's log phase gives it */
     memset(&in, 0, sizeof(in));
@@ -127,7 +108,7 @@ main(int argc, char **argv)
             fprintf(stderr, "span %ld not read\n", n);
             return 1;
         }
-        fake_ms++;
+        bench_ms++;
     }
     sp_exporter_flush(e);
     bench_print_counters(e);
