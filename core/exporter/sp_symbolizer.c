@@ -37,6 +37,36 @@ typedef enum sp_key_kind {
     SP_KEY_PATH = 2
 } sp_key_kind;
 
+/* Which file was opened, as stat() tells: the same path may later be
+ * another file (a package upgrade). */
+typedef struct sp_file_id {
+    dev_t           dev;
+    ino_t           ino;
+    off_t           size;
+    struct timespec mtime;
+} sp_file_id;
+
+static sp_file_id
+sp_file_id_of(const struct stat *st)
+{
+    sp_file_id id;
+
+    memset(&id, 0, sizeof(id));
+    id.dev = st->st_dev;
+    id.ino = st->st_ino;
+    id.size = st->st_size;
+    id.mtime = st->st_mtim;
+    return id;
+}
+
+static bool
+sp_file_id_same(const sp_file_id *a, const sp_file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size
+           && a->mtime.tv_sec == b->mtime.tv_sec
+           && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
 /* One object file, and its libdwfl session while it is usable. */
 typedef struct sp_symfile {
     sp_symbolizer  *owner;
@@ -50,10 +80,7 @@ typedef struct sp_symfile {
     size_t          path_len;
     sp_object_file  state;
     int64_t         checked_ms; /* when opened or last stat'ed */
-    dev_t           dev;
-    ino_t           ino;
-    off_t           size;
-    struct timespec mtime;
+    sp_file_id      file;
     Dwfl           *dwfl;       /* NULL when closed or dropped */
     Dwfl_Module    *mod;
     size_t          debug_bytes; /* heap libdw took for this session */
@@ -71,17 +98,14 @@ typedef struct sp_symfile {
  * A file found over the bound, remembered after it leaves the open files,
  * so that opened again it is named from its symbol tables at once: its
  * DWARF is not read, nor the file reported, again. By build id, else by
- * path (its hash) and the file's identity, size and mtime.
+ * path (its hash) and the file itself.
  */
 typedef struct sp_over_cap_key {
     uint64_t        hash;       /* the file's key's */
     uint8_t         key_kind;   /* 0: unused */
     uint8_t         build_id_len;
     uint8_t         build_id[SP_BUILD_ID_MAX];
-    dev_t           dev;
-    ino_t           ino;
-    off_t           size;
-    struct timespec mtime;
+    sp_file_id      file;
 } sp_over_cap_key;
 
 /* What is known of one address of one file. */
@@ -247,7 +271,7 @@ sp_open_debug(const char *path, const sp_symfile *f,
         return -1;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)
-        || (st.st_dev == f->dev && st.st_ino == f->ino))
+        || (st.st_dev == f->file.dev && st.st_ino == f->file.ino))
     {
         close(fd);
         return -1;
@@ -454,9 +478,7 @@ sp_over_cap_match(const sp_over_cap_key *k, const sp_symfile *f)
         return k->build_id_len == f->build_id_len
                && memcmp(k->build_id, f->build_id, f->build_id_len) == 0;
     }
-    return k->dev == f->dev && k->ino == f->ino && k->size == f->size
-           && k->mtime.tv_sec == f->mtime.tv_sec
-           && k->mtime.tv_nsec == f->mtime.tv_nsec;
+    return sp_file_id_same(&k->file, &f->file);
 }
 
 static bool
@@ -486,10 +508,7 @@ sp_over_cap_remember(sp_symbolizer *s, const sp_symfile *f)
     k->key_kind = f->key_kind;
     k->build_id_len = f->build_id_len;
     memcpy(k->build_id, f->build_id, f->build_id_len);
-    k->dev = f->dev;
-    k->ino = f->ino;
-    k->size = f->size;
-    k->mtime = f->mtime;
+    k->file = f->file;
 }
 
 /*
@@ -600,10 +619,7 @@ sp_file_session(sp_symbolizer *s, sp_symfile *f, const sp_object *obj,
         sp_file_fail(s, f, SP_OBJECT_FILE_UNREADABLE);
         return;
     }
-    f->dev = st.st_dev;
-    f->ino = st.st_ino;
-    f->size = st.st_size;
-    f->mtime = st.st_mtim;
+    f->file = sp_file_id_of(&st);
     s->stats.files_opened++;
 
     f->dwfl = dwfl_begin(&s->callbacks);
@@ -671,17 +687,11 @@ sp_file_open(sp_symbolizer *s, sp_symfile *f, const sp_object *obj,
 static void
 sp_file_reopen(sp_symbolizer *s, sp_symfile *f, const sp_object *obj)
 {
-    uint64_t        id = f->id;
-    dev_t           dev = f->dev;
-    ino_t           ino = f->ino;
-    off_t           size = f->size;
-    struct timespec mtime = f->mtime;
+    uint64_t   id = f->id;
+    sp_file_id was = f->file;
 
     sp_file_open(s, f, obj, sp_now_ms());
-    if (f->state == SP_OBJECT_FILE_OK && f->dev == dev && f->ino == ino
-        && f->size == size && f->mtime.tv_sec == mtime.tv_sec
-        && f->mtime.tv_nsec == mtime.tv_nsec)
-    {
+    if (f->state == SP_OBJECT_FILE_OK && sp_file_id_same(&f->file, &was)) {
         f->id = id;
     }
 }
@@ -690,15 +700,14 @@ static bool
 sp_file_changed(const sp_symfile *f)
 {
     struct stat st;
+    sp_file_id  now;
 
     /* Gone: the open file is still what workers that loaded it run. */
     if (stat(f->path, &st) != 0) {
         return false;
     }
-    return st.st_dev != f->dev || st.st_ino != f->ino
-           || st.st_size != f->size
-           || st.st_mtim.tv_sec != f->mtime.tv_sec
-           || st.st_mtim.tv_nsec != f->mtime.tv_nsec;
+    now = sp_file_id_of(&st);
+    return !sp_file_id_same(&now, &f->file);
 }
 
 static void
@@ -920,15 +929,25 @@ sp_call_site(Dwarf_Die *die, sp_symbol_line *at)
 }
 
 /*
+ * The most one index (a symbol table's, a DWARF unit's) may take: a
+ * quarter of the bound, so that no single one can make the bound reset
+ * sessions that would only build it again.
+ */
+static size_t
+sp_index_max_bytes(const sp_symbolizer *s)
+{
+    return s->max_debug_bytes / 4;
+}
+
+/*
  * From DWARF: the function whose ranges contain the address (so no
  * containment check is needed here), the inlined calls around it, and
  * the line. False when no function of the debug info contains it.
  *
  * The scopes come from the file's index of its units (sp_scopeindex.h),
  * held like libdw's state: allocated during the lookup, so charged in
- * the growth sp_charge measures, and dropped with the session. A unit's
- * index may take at most a quarter of the bound, so that no single one
- * can make the bound reset sessions that would only build it again.
+ * the growth sp_charge measures, and dropped with the session; a unit's
+ * at most sp_index_max_bytes.
  */
 static bool
 sp_resolve_dwarf(sp_symfile *f, uint64_t a, sp_answer *ans)
@@ -947,7 +966,7 @@ sp_resolve_dwarf(sp_symfile *f, uint64_t a, sp_answer *ans)
         return false;
     }
     if (f->scopes == NULL) {
-        f->scopes = sp_scopeindex_new(f->owner->max_debug_bytes / 4);
+        f->scopes = sp_scopeindex_new(sp_index_max_bytes(f->owner));
     }
     /* The innermost scope at the address, then its parents in the tree
        (as dwarf_getscopes_die gives them; dwarf_getscopes itself goes on
@@ -1012,19 +1031,19 @@ sp_elf_has_symtab(Elf *elf)
  * every symbol. The index is held like libdw's state: a file named with
  * DWARF has it charged in the growth sp_charge measures; one named from
  * its symbol tables only (not charged for them) has it charged here. A
- * table whose index would take more than a quarter of the bound is not
- * indexed, so that no single index can make the bound reset sessions
- * that would only build it again.
+ * table whose index would take more than sp_index_max_bytes is not
+ * indexed.
  */
 static void
-sp_index_symbols(sp_symbolizer *s, sp_symfile *f)
+sp_index_symbols(sp_symfile *f)
 {
-    size_t bytes;
-    int    n;
+    sp_symbolizer *s = f->owner;
+    size_t         bytes;
+    int            n;
 
     f->symbols_tried = true;
     n = dwfl_module_getsymtab(f->mod);
-    if (sp_symindex_max_bytes(n) > s->max_debug_bytes / 4
+    if (sp_symindex_max_bytes(n) > sp_index_max_bytes(s)
         || sp_symindex_build(f->mod, &f->symbols) != SP_OK)
     {
         return;
@@ -1038,8 +1057,7 @@ sp_index_symbols(sp_symbolizer *s, sp_symfile *f)
 
 /* From .symtab, else .dynsym (libdwfl's choice), if a symbol contains a. */
 static void
-sp_resolve_symbol(sp_symbolizer *s, sp_symfile *f, uint64_t a,
-    sp_answer *ans)
+sp_resolve_symbol(sp_symfile *f, uint64_t a, sp_answer *ans)
 {
     GElf_Off    offset = 0;
     GElf_Addr   value;
@@ -1050,7 +1068,7 @@ sp_resolve_symbol(sp_symbolizer *s, sp_symfile *f, uint64_t a,
 
     memset(&sym, 0, sizeof(sym));
     if (!f->symbols_tried) {
-        sp_index_symbols(s, f);
+        sp_index_symbols(f);
     }
     if (f->symbols != NULL) {
         ndx = sp_symindex_find(f->symbols, a);
@@ -1084,11 +1102,11 @@ sp_resolve_symbol(sp_symbolizer *s, sp_symfile *f, uint64_t a,
 }
 
 static void
-sp_resolve(sp_symbolizer *s, sp_symfile *f, uint64_t a, sp_answer *ans)
+sp_resolve(sp_symfile *f, uint64_t a, sp_answer *ans)
 {
     memset(ans, 0, sizeof(*ans));
     if (f->symbols_only || !sp_resolve_dwarf(f, a, ans)) {
-        sp_resolve_symbol(s, f, a, ans);
+        sp_resolve_symbol(f, a, ans);
     }
 }
 
@@ -1465,7 +1483,7 @@ sp_symbolizer_lookup(sp_symbolizer *s, const sp_object *objects,
     /* Nothing is measured for a file named from its symbol tables only
        (sp_charge): mallinfo2 would be most of such a lookup's cost. */
     before = f->symbols_only ? 0 : sp_heap_bytes();
-    sp_resolve(s, f, a, &ans);
+    sp_resolve(f, a, &ans);
     if (!f->symbols_only) {
         sp_charge(s, f, before);
     }
