@@ -297,7 +297,7 @@ sp_addr_cmp(const void *a, const void *b)
 static void
 sp_find_origins(sp_build *b)
 {
-    size_t i, lo, hi, mid;
+    size_t i;
 
     for (i = 1; i < b->seen_count; i++) {
         if (b->seen[i - 1] > b->seen[i]) {
@@ -306,17 +306,9 @@ sp_find_origins(sp_build *b)
         }
     }
     for (i = 0; i < b->pending_count; i++) {
-        lo = 0;
-        hi = b->seen_count;
-        while (lo < hi) {
-            mid = lo + (hi - lo) / 2;
-            if (b->seen[mid] < b->pending[i].origin) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if (lo < b->seen_count && b->seen[lo] == b->pending[i].origin) {
+        if (bsearch(&b->pending[i].origin, b->seen, b->seen_count,
+                    sizeof(*b->seen), sp_addr_cmp) != NULL)
+        {
             b->scopes[b->pending[i].scope].origin = SP_ORIGIN_FOUND;
         }
     }

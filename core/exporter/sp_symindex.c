@@ -231,17 +231,9 @@ sp_pick(const sp_symrange *const *c, size_t n, uint8_t first)
 static bool
 sp_label_at(const sp_symindex *x, uint64_t a)
 {
-    size_t lo = 0, hi = x->label_count, mid;
-
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-        if (x->labels[mid] < a) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo < x->label_count && x->labels[lo] == a;
+    return x->label_count > 0
+           && bsearch(&a, x->labels, x->label_count, sizeof(*x->labels),
+                      sp_label_cmp) != NULL;
 }
 
 int
