@@ -34,7 +34,7 @@ use Spanprof::Receiver;
 use Spanprof::Exporter qw(build_driver start_drive finish_drive_when
                           counters balanced check_end failed_with);
 use Spanprof::Cases qw(traced_requests arrived);
-use Spanprof::Procs qw(family);
+use Spanprof::Procs qw(exporters);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -190,12 +190,6 @@ my %SERVERS = (
                reload => 'USR1', stop => 'WINCH' },
 );
 
-sub exporters_of {
-    my ($main) = @_;
-    return map { $_->{pid} }
-        grep { $_->{args} =~ /^spanprof-exporter/ } family($main);
-}
-
 # pid => how many times the exporter of that pid logged that an export of
 # traces failed with DEADLINE_EXCEEDED (nginx's "PID#TID: " or httpd's
 # "[pid PID:tid TID] ").
@@ -219,7 +213,8 @@ for my $server (sort keys %SERVERS) {
     ok($main, "$server: starts") or diag(read_file("$d/error.log"));
     next unless $main;
     push @servers, $main;
-    ok(wait_until(sub { @exporters = exporters_of($main) }, 2 * $WAIT),
+    ok(wait_until(sub { @exporters = map { $_->{pid} } exporters($main) },
+                  2 * $WAIT),
        "$server: an exporter runs");
     my $old = $exporters[0];
     my @ids = traced_requests($port, 3, $PARENT);
@@ -237,7 +232,7 @@ for my $server (sort keys %SERVERS) {
     ok(wait_until(sub { !kill 0, $old }, $WAIT),
        "$server: reloaded, the old exporter exits");
     ok(wait_until(sub { @exporters = grep { $_ != $old }
-                            exporters_of($main) }, $WAIT),
+                            map({ $_->{pid} } exporters($main)) }, $WAIT),
        "$server: reloaded, a new exporter runs");
     # Held by the new one when the stop comes: a batch in flight or
     # queued.

@@ -31,8 +31,8 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
                         stop);
 use Spanprof::Receiver;
-use Spanprof::Procs qw(processes family shm_of fd_count load_start
-                       load_stop);
+use Spanprof::Procs qw(processes family exporters shm_of fd_count
+                       load_start load_stop);
 use Spanprof::Cases qw(arrived traced_requests);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -60,10 +60,6 @@ MaxRequestWorkers 8
 CONF
 );
 $mpm_conf{worker} = $mpm_conf{event};
-
-sub exporters {
-    grep { $_->{args} =~ /^spanprof-exporter/ } family($_[0]);
-}
 
 # The family once it is one or two MPM children and one exporter, or as it
 # is after 20 s.

@@ -26,7 +26,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop
                         wait_until);
 use Spanprof::Receiver;
-use Spanprof::Procs qw(family);
+use Spanprof::Procs qw(exporters);
 use Spanprof::Cases qw(arrived traced_requests);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -34,10 +34,6 @@ plan skip_all => $why if $why;
 plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
 
 my $PARENT = 'b7ad6b7169203331';
-
-sub exporters {
-    grep { $_->{args} =~ /^spanprof-exporter/ } family($_[0]);
-}
 
 sub count { my ($text, $re) = @_; return scalar(() = $text =~ /$re/g) }
 

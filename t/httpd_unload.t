@@ -29,16 +29,12 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop
                         http_get wait_until);
-use Spanprof::Procs qw(family processes);
+use Spanprof::Procs qw(exporters processes);
 
 # Connections complete in the kernel's backlog; nobody ever answers.
 my $silent = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
                                    Proto => 'tcp', Listen => 64)
     or die "listen: $!";
-
-sub exporters {
-    grep { $_->{args} =~ /^spanprof-exporter/ } family($_[0]);
-}
 
 for my $mpm (qw(event prefork)) {
     my $dir = new_dir();

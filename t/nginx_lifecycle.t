@@ -21,8 +21,8 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_start
                         stop);
 use Spanprof::Receiver;
-use Spanprof::Procs qw(processes family shm_of fd_count get_ok load_start
-                       load_stop);
+use Spanprof::Procs qw(processes family exporters shm_of fd_count get_ok
+                       load_start load_stop);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -45,7 +45,6 @@ my %env = (
 my $master = nginx_start($dir, $port, %env);
 ok($master, 'nginx starts') or BAIL_OUT(read_file("$dir/error.log"));
 
-sub exporters { grep { $_->{args} =~ /^spanprof-exporter/ } family($master) }
 sub workers { grep { $_->{args} =~ /worker process/ } family($master) }
 
 # Settles to the state a reload converges to: 2 workers, 1 cache manager,
@@ -68,7 +67,7 @@ sub get { get_ok($port) }
 
 my @f = settled();
 is(scalar @f, 4, 'two workers, the cache manager and the exporter');
-my ($exp) = exporters();
+my ($exp) = exporters($master);
 my ($w) = workers();
 ok($exp && $exp->{args} =~ /^spanprof-exporter: nginx/,
    'the exporter says what it is in ps');
@@ -163,7 +162,7 @@ for my $c ([ 'spanprof off' => '    spanprof off;', {} ],
     sleep 1;
     my ($offshm) = shm_of($master);
     is(scalar keys %$offshm, 0, "$what: no shared memory");
-    is(scalar(exporters()), 0, "$what: no exporter");
+    is(scalar(exporters($master)), 0, "$what: no exporter");
     is(scalar(grep { $_->{args} =~ /cache manager/ } family($master)), 0,
        "$what: no helper process");
     stop($master);

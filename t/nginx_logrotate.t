@@ -21,7 +21,7 @@ use Time::HiRes qw(sleep time);
 
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start stop);
 use Spanprof::Receiver;
-use Spanprof::Procs qw(family get_ok);
+use Spanprof::Procs qw(exporters get_ok);
 use Spanprof::Cases qw(arrived);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -37,7 +37,6 @@ my $master = nginx_start($dir, $port,
     OTEL_BSP_SCHEDULE_DELAY     => '60000');
 ok($master, 'nginx starts') or BAIL_OUT(read_file("$dir/error.log"));
 
-sub exporters { grep { $_->{args} =~ /^spanprof-exporter/ } family($master) }
 
 # The one exporter once there is exactly one, within $timeout s.
 sub one_exporter {
@@ -45,7 +44,7 @@ sub one_exporter {
     my $end = time + $timeout;
     my @e;
     while (time < $end) {
-        @e = exporters();
+        @e = exporters($master);
         return $e[0] if @e == 1;
         sleep 0.1;
     }
@@ -67,7 +66,7 @@ is(readlink("/proc/$first->{pid}/fd/2"), "$dir/error.log",
 # A reopen of the same file.
 kill 'USR1', $master;
 sleep 2.5;
-my @e = exporters();
+my @e = exporters($master);
 is_deeply([map { $_->{pid} } @e], [$first->{pid}],
           'reopen of the same file: the same exporter');
 

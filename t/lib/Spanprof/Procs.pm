@@ -21,7 +21,7 @@ use POSIX ();
 use Spanprof::Server qw(read_file);
 
 use Exporter 'import';
-our @EXPORT_OK = qw(processes family shm_of fd_count get_ok
+our @EXPORT_OK = qw(processes family exporters shm_of fd_count get_ok
                     load_start load_stop thread_stacks);
 
 # Every process: pid => { pid, ppid, uid, args }.
@@ -49,6 +49,12 @@ sub family {
         }
     }
     return @out;
+}
+
+# The spanprof-exporter processes among pid's descendants.
+sub exporters {
+    my ($pid) = @_;
+    return grep { $_->{args} =~ /^spanprof-exporter/ } family($pid);
 }
 
 # The spanprof memfd descriptors of pid (inode => fd count) and how many of
