@@ -19,6 +19,7 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
+#include <ngx_channel.h>
 
 #include <sp_config.h>
 #include <sp_entry.h>
@@ -183,6 +184,7 @@ static ngx_int_t ngx_http_spanprof_add_exporter_path(ngx_conf_t *cf,
     ngx_http_spanprof_main_conf_t *smcf);
 static ngx_msec_t ngx_http_spanprof_manager(void *data);
 static void ngx_http_spanprof_manager_exit(void);
+static bool ngx_http_spanprof_terminating(void *data);
 static ngx_int_t ngx_http_spanprof_log_moved(void);
 static ngx_int_t ngx_http_spanprof_init_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_exit_process(ngx_cycle_t *cycle);
@@ -1284,12 +1286,21 @@ ngx_http_spanprof_manager(void *data)
  * stop kills every process left once the master is gone: without this
  * wait the spans the exporter held were lost on every "docker stop".
  * Bounded by the exporter's own stop (sp_exporter_stop_ms).
+ *
+ * A fast stop (TERM or INT to the master, also one that comes during a
+ * graceful stop's wait) is another matter: the master SIGKILLs its
+ * children about 1.5 s later, the manager with an "exited on signal 9"
+ * alert, and the exporter, its parent gone, went on flushing after the
+ * master had left. The exporter gets SIGINT instead, its fast stop,
+ * which sends what it can within SP_EXPORTER_FAST_STOP_MS and drops the
+ * rest, and the manager leaves before the master's SIGKILL.
  */
 static void
 ngx_http_spanprof_manager_exit(void)
 {
     int        status;
     ngx_pid_t  pid;
+    ngx_uint_t fast;
 
     pid = ngx_http_spanprof_exporter;
     if (pid <= 0) {
@@ -1297,18 +1308,86 @@ ngx_http_spanprof_manager_exit(void)
     }
 
     ngx_http_spanprof_exporter = -1;
+    fast = ngx_terminate;
 
     /* 0: still this process's child, so the pid is not another's */
-    if (waitpid(pid, &status, WNOHANG) != 0 || kill(pid, SIGTERM) == -1) {
+    if (waitpid(pid, &status, WNOHANG) != 0
+        || kill(pid, fast ? SIGINT : SIGTERM) == -1)
+    {
         return;
     }
 
-    if (!sp_exporter_wait_exit(pid, ngx_http_spanprof_exporter_stop)) {
-        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
-                      "spanprof: exporter process %P did not stop within "
-                      "%M ms, what it still holds may be lost",
-                      pid, ngx_http_spanprof_exporter_stop);
+    if (!fast) {
+        if (sp_exporter_wait_exit_unless(pid, ngx_http_spanprof_exporter_stop,
+                                         ngx_http_spanprof_terminating, NULL))
+        {
+            return;
+        }
+
+        if (!ngx_terminate) {
+            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                          "spanprof: exporter process %P did not stop within "
+                          "%M ms, what it still holds may be lost",
+                          pid, ngx_http_spanprof_exporter_stop);
+            return;
+        }
+
+        ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                      "spanprof: fast stop during the exporter's flush, "
+                      "exporter process %P is told to stop fast", pid);
+
+        if (kill(pid, SIGINT) == -1) {
+            return;
+        }
     }
+
+    if (sp_exporter_wait_exit(pid, SP_EXPORTER_FAST_WAIT_MS)) {
+        return;
+    }
+
+    /* Hung: left running, it would outlive the master. */
+    ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                  "spanprof: exporter process %P did not stop within %d ms "
+                  "of a fast stop, killed, what it held is lost",
+                  pid, SP_EXPORTER_FAST_WAIT_MS);
+
+    if (kill(pid, SIGKILL) == 0) {
+        (void) sp_exporter_wait_exit(pid, SP_EXPORTER_FAST_WAIT_MS);
+    }
+}
+
+
+/*
+ * Whether the master asked for a fast stop since this process left its
+ * event loop: it tells its helpers over their channel (which that loop
+ * read), not with a signal, until it sends SIGKILL.
+ */
+static bool
+ngx_http_spanprof_terminating(void *data)
+{
+    ngx_channel_t  ch;
+
+    while (!ngx_terminate && ngx_channel != (ngx_socket_t) -1) {
+        ngx_memzero(&ch, sizeof(ngx_channel_t));
+        ch.fd = -1;
+
+        /* the bytes read, else NGX_AGAIN or NGX_ERROR */
+        if (ngx_read_channel(ngx_channel, &ch, sizeof(ngx_channel_t),
+                             ngx_cycle->log)
+            <= 0)
+        {
+            break;
+        }
+
+        if (ch.command == NGX_CMD_TERMINATE) {
+            ngx_terminate = 1;
+
+        } else if (ch.command == NGX_CMD_OPEN_CHANNEL && ch.fd != -1) {
+            (void) close(ch.fd);
+        }
+    }
+
+    return ngx_terminate != 0;
 }
 
 

@@ -278,6 +278,78 @@ for my $server (sort keys %SERVERS) {
         or diag(explain $logged);
 }
 
+# --- a fast stop while the collector is frozen
+
+# On TERM (nginx -s stop) nginx's master re-sends TERM to its children and
+# SIGKILLs them about 1.5 s later; with a timeout longer than that the
+# exporter's flush used to outlast it: the manager was killed ("exited on
+# signal 9", an alert) and the exporter, orphaned, flushed on after the
+# master had gone. Now the exporter stops fast (SIGINT): whatever the
+# frozen collector did not take by then is dropped, and said so. Also
+# when the fast stop comes during a graceful stop's flush (nginx -s quit,
+# then nginx -s stop). httpd's stop (apachectl -k stop, TERM) kills only
+# its children that serve requests: its parent waits for the exporter's
+# whole flush, as for a graceful stop.
+for my $case (['nginx', 'TERM'], ['nginx', 'QUIT', 'TERM'],
+              ['httpd', 'TERM']) {
+    my ($server, @how) = @$case;
+    my $s = $SERVERS{$server};
+    my $fast = $server eq 'nginx';
+    my $what = "$server stop (@how)";
+    my $d = new_dir();
+    my $rcv = Spanprof::Receiver->start(dir => $d);
+    my $port = $s->{conf}->($d);
+    # longer than nginx gives its children after TERM
+    my $main = $s->{start}->($d, $port, %{ env_for($rcv->port) },
+                             OTEL_EXPORTER_OTLP_TIMEOUT => 5000);
+    ok($main, "$what: starts") or diag(read_file("$d/error.log"));
+    next unless $main;
+    push @servers, $main;
+    ok(wait_until(sub { @exporters = map { $_->{pid} } exporters($main) },
+                  2 * $WAIT),
+       "$what: an exporter runs");
+    my @ids = traced_requests($port, 3, $PARENT);
+    is(arrived($rcv, $WAIT, @ids), 3, "$what: spans arrive");
+
+    $rcv->freeze;
+    traced_requests($port, 3, $PARENT);
+    # queue_bytes counts a call in flight: sent, and never answered.
+    ok(wait_until(sub {
+            my $c = counters(read_file("$d/error.log")) // {};
+            ($c->{spans} // 0) == 6 && $c->{queue_bytes} }, $WAIT),
+       "$what: the last spans are sent to the frozen collector");
+
+    if (@how > 1) {
+        kill $how[0], $main;
+        ok(wait_for_log("$d/error.log", qr/\[notice\] .*: exiting/, $WAIT),
+           "$what: a graceful stop began");
+    }
+    kill $how[-1], $main;
+    my $start = time;
+    ok(wait_until(sub { waitpid($main, WNOHANG) == $main }, $WAIT),
+       "$what: stops");
+    diag(sprintf '%s: gone %.1f s after TERM', $what, time - $start);
+    @servers = grep { $_ != $main } @servers;
+    ok(!grep({ kill 0, $_ } @exporters),
+       "$what: its exporter is gone before the master");
+    my $log = read_file("$d/error.log");
+    unlike($log, qr/exited on signal 9/, "$what: nothing SIGKILLed");
+    unlike($log, qr/\[(?:[a-z_]+:)?(?:alert|crit|emerg)\]/,
+           "$what: no alert");
+    my $c = counters($log, 'at exit') // {};
+    ok($c->{received} && balanced($c), "$what: counters at exit balanced")
+        or diag($log);
+    is($c->{'dropped.shutdown'}, 3,
+       "$what: the spans the collector did not take are dropped.shutdown");
+    my $said = qr/spanprof-exporter: fast stop: 3 spans or samples not sent/;
+    if ($fast) {
+        like($log, qr/\[warn\] .*$said/,
+             "$what: the exporter says what it dropped");
+    } else {
+        unlike($log, qr/$said/, "$what: the exporter's whole flush");
+    }
+}
+
 # Whatever failed above: no server, no exporter left (the receivers are let
 # go and stopped by Spanprof::Receiver).
 END {

@@ -8,6 +8,7 @@
  */
 #include "sp_exporter.h"
 #include "sp_clock.h"
+#include "sp_exporter_launch.h"
 #include "sp_otlp.h"
 #include "sp_otlp_client.h"
 #include "sp_otlp_json.h"
@@ -165,6 +166,7 @@ struct sp_exporter_loop {
     uint64_t            bsp_batch;
     uint64_t            bsp_queue;
     uint64_t            timeout_ms;
+    uint64_t            fast_ms;    /* a fast stop's time */
     uint64_t            snapshot_period_ns;
     uint64_t            continuous_period_ns;
 
@@ -208,7 +210,9 @@ struct sp_exporter_loop {
     uint64_t            queue_records;
     uint64_t            queue_spans;
     bool                quit;
-    uint64_t            deadline_ms; /* flushing: give up at; 0: none */
+    bool                flushing;   /* the stop's last phase: no retry, and
+                                       nothing sent from stop_end_ms on */
+    bool                cancelled;  /* the calls in flight, its time up */
     uint64_t            stop_end_ms; /* stopping: no call outlives it */
     uint64_t            rng;
 
@@ -218,7 +222,8 @@ struct sp_exporter_loop {
     bool                console_owned;
     pthread_mutex_t     console_lock; /* a line at a time from both lanes */
     atomic_bool         stop;
-    uint64_t            stop_seen_ms; /* by the claim, waiting; 0: not */
+    _Atomic uint64_t    fast_at_ms; /* a fast stop asked then; 0: none */
+    uint64_t            stop_seen_ms; /* by the claim, or run; 0: not */
 };
 
 /* ---- small helpers */
@@ -1076,7 +1081,10 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
                         const sp_otlp_result *r)
 {
     uint64_t now = sp_monotonic_ms();
+    bool     ours;
 
+    /* Ended by our fast stop, not by the collector: no failure of its. */
+    ours = r->code == SP_GRPC_CANCELLED && e->cancelled;
     if (r->code == SP_GRPC_OK) {
         e->shared.exported += it->records;
         e->shared.requests++;
@@ -1095,11 +1103,14 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
         return;
     }
 
-    e->shared.failures[r->code >= 0 && r->code < SP_GRPC_CODES
-                       ? r->code : SP_GRPC_UNKNOWN]++;
-    if (r->code != lane->last_logged_code
-        || now - lane->last_failure_log_ms
-           >= SP_EXPORTER_COUNTERS_INTERVAL_MS)
+    if (!ours) {
+        e->shared.failures[r->code >= 0 && r->code < SP_GRPC_CODES
+                           ? r->code : SP_GRPC_UNKNOWN]++;
+    }
+    if (!ours
+        && (r->code != lane->last_logged_code
+            || now - lane->last_failure_log_ms
+               >= SP_EXPORTER_COUNTERS_INTERVAL_MS))
     {
         char line[640];
 
@@ -1111,10 +1122,10 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
         lane->last_logged_code = r->code;
         lane->last_failure_log_ms = now;
     }
-    /* Stopping (a deadline is set): no retry. A collector that refuses
-     * now is not waited for, and the server's stop waits for the
-     * exporter (nginx's manager does). */
-    if (r->retryable && !e->quit && e->deadline_ms == 0) {
+    /* Stopping (flushing): no retry. A collector that refuses now is not
+     * waited for, and the server's stop waits for the exporter (nginx's
+     * manager does). */
+    if (r->retryable && !e->quit && !e->flushing) {
         sp_otlp_retry_policy p;
 
         memset(&p, 0, sizeof(p));
@@ -1146,7 +1157,7 @@ sp_sender_result_locked(sp_exporter_loop *e, sp_lane *lane, sp_item *it,
     if (it->signal == SP_OTLP_SIGNAL_TRACES) {
         e->queue_spans -= it->records;
     }
-    if (r->retryable) {
+    if (r->retryable || ours) {
         e->shared.dropped_shutdown += it->records;
     } else {
         e->shared.dropped_export_failed += it->records;
@@ -1192,7 +1203,7 @@ sp_sender_main(void *arg)
             continue;
         }
         if (lane->next_attempt_ms > now
-            && (e->deadline_ms == 0 || lane->next_attempt_ms < e->deadline_ms))
+            && (!e->flushing || lane->next_attempt_ms < e->stop_end_ms))
         {
             struct timespec ts;
             uint64_t        wait = lane->next_attempt_ms - now;
@@ -1207,7 +1218,7 @@ sp_sender_main(void *arg)
             pthread_cond_timedwait(&lane->cond, &e->lock, &ts);
             continue;
         }
-        if (e->deadline_ms != 0 && now >= e->deadline_ms) {
+        if (e->flushing && now >= e->stop_end_ms) {
             pthread_cond_broadcast(&e->idle_cond);
             pthread_cond_wait(&lane->cond, &e->lock);
             continue;
@@ -1551,11 +1562,48 @@ sp_sleep_ms(uint64_t ms)
     nanosleep(&ts, NULL);
 }
 
+/*
+ * When the stop's time ends: the export timeout from the stop, or the fast
+ * stop's from a fast stop if that comes first. half: when reading ends
+ * (waiting for the region, reading what the workers still write), which
+ * leaves the rest for the final flush.
+ */
+static uint64_t
+sp_stop_end(const sp_exporter_loop *e, bool half)
+{
+    uint64_t fast = atomic_load(&e->fast_at_ms);
+    uint64_t end, f;
+
+    end = e->stop_seen_ms + (half ? e->timeout_ms / 2 : e->timeout_ms);
+    if (fast != 0) {
+        f = fast + (half ? e->fast_ms / 2 : e->fast_ms);
+        end = f < end ? f : end;
+    }
+    return end;
+}
+
+/*
+ * Tells the senders the stop's end (a fast stop may have brought it
+ * closer): no call they make outlives it. Returns it.
+ */
+static uint64_t
+sp_stop_publish(sp_exporter_loop *e)
+{
+    uint64_t end = sp_stop_end(e, false);
+
+    pthread_mutex_lock(&e->lock);
+    if (e->stop_end_ms != end) {
+        e->stop_end_ms = end;
+        sp_lanes_wake_locked(e);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return end;
+}
+
 sp_status
 sp_exporter_claim(sp_exporter_loop *e)
 {
     bool     waited = false;
-    uint64_t now;
 
     /* Once at least: asked to stop before it ran, it still reads and
      * exports what the workers wrote. */
@@ -1582,10 +1630,9 @@ sp_exporter_claim(sp_exporter_loop *e)
             if (sp_region_reader_wanted(e->o.region, e->pid)) {
                 return SP_ERR_NOT_FOUND;
             }
-            now = sp_monotonic_ms();
             if (e->stop_seen_ms == 0) {
-                e->stop_seen_ms = now;
-            } else if (now - e->stop_seen_ms >= e->timeout_ms / 2) {
+                e->stop_seen_ms = sp_monotonic_ms();
+            } else if (sp_monotonic_ms() >= sp_stop_end(e, true)) {
                 sp_log(e, SP_LOG_WARN, "stopped while another exporter "
                        "still reads the region: what the workers wrote "
                        "after its last read is not exported");
@@ -1620,11 +1667,31 @@ sp_sender_stop(sp_exporter_loop *e)
     }
 }
 
+/* Ends the calls in flight: a fast stop's time is up. */
+static void
+sp_sinks_cancel(sp_exporter_loop *e)
+{
+    int i;
+
+    pthread_mutex_lock(&e->lock);
+    e->cancelled = true;
+    pthread_mutex_unlock(&e->lock);
+    for (i = 0; i < 3; i++) {
+        if (e->sinks[i].kind == SP_EXPORTER_OTLP
+            && e->sinks[i].client != NULL)
+        {
+            sp_otlp_client_cancel(e->sinks[i].client);
+        }
+    }
+}
+
 sp_status
 sp_exporter_run(sp_exporter_loop *e)
 {
-    uint64_t end, now;
-    int      pass;
+    uint64_t             end, now;
+    int                  pass;
+    bool                 fast;
+    sp_exporter_counters c;
 
     if (sp_exporter_claim(e) != SP_OK) {
         return SP_ERR_NOT_FOUND;
@@ -1643,30 +1710,28 @@ sp_exporter_run(sp_exporter_loop *e)
 
     /*
      * Stopping, within the export timeout from the stop (which the claim
-     * may have spent part of, waiting). Workers that finish their
-     * requests after a graceful stop began write spans after this: read
-     * on while one lives, for half of it, unless another exporter waits
-     * for the region (a reload, a reopened log: it reads their rings).
-     * Then what the workers wrote until now (every slot looked at, not
-     * only the claimed ones), then everything held.
+     * may have spent part of, waiting), or the fast stop's time.
+     * Workers that finish their requests after a graceful stop began
+     * write spans after this: read on while one lives, for half of it,
+     * unless another exporter waits for the region (a reload, a reopened
+     * log: it reads their rings). Then what the workers wrote until now
+     * (every slot looked at, not only the claimed ones), then everything
+     * held. A call made meanwhile ends by the stop's end too, not a whole
+     * timeout after it began: the servers wait for the exporter the
+     * timeout from the stop and a second, then give up on what it holds.
      */
-    end = (e->stop_seen_ms != 0 ? e->stop_seen_ms : sp_monotonic_ms())
-          + e->timeout_ms;
-    /*
-     * A call made while it reads on ends by then too, not a whole timeout
-     * after it began: the servers wait for the exporter the timeout from
-     * the stop and a second, then give up on what it holds.
-     */
-    pthread_mutex_lock(&e->lock);
-    e->stop_end_ms = end;
-    pthread_mutex_unlock(&e->lock);
-    while (sp_monotonic_ms() < end - e->timeout_ms / 2
+    if (e->stop_seen_ms == 0) {
+        e->stop_seen_ms = sp_monotonic_ms();
+    }
+    sp_stop_publish(e);
+    while (sp_monotonic_ms() < sp_stop_end(e, true)
            && !sp_region_reader_wanted(e->o.region, e->pid)
            && sp_region_writers_alive(e->o.region))
     {
         if (sp_exporter_step(e) == 0) {
             sp_sleep_ms(SP_PASS_SLEEP_MS);
         }
+        sp_stop_publish(e);
     }
     e->next_rescan_ms = 0;
     for (pass = 0; pass < 64 && sp_exporter_step(e) > 0; pass++) {
@@ -1676,14 +1741,28 @@ sp_exporter_run(sp_exporter_loop *e)
     sp_region_want_objects(e->o.region);
     sp_exporter_flush(e);
     pthread_mutex_lock(&e->lock);
-    e->deadline_ms = end;
+    e->flushing = true;
     /* one attempt each, now: no backoff is waited out */
     e->lanes[SP_OTLP_SIGNAL_LOGS].next_attempt_ms = 0;
     e->lanes[SP_OTLP_SIGNAL_TRACES].next_attempt_ms = 0;
     sp_lanes_wake_locked(e);
     pthread_mutex_unlock(&e->lock);
-    now = sp_monotonic_ms();
-    sp_exporter_wait_idle(e, end > now ? end - now : 0);
+    /* In short waits: a fast stop may come meanwhile. */
+    for (;;) {
+        end = sp_stop_publish(e);
+        now = sp_monotonic_ms();
+        if (sp_exporter_wait_idle(e, now >= end ? 0
+                                     : end - now < SP_CLAIM_RETRY_MS
+                                     ? end - now : SP_CLAIM_RETRY_MS)
+            || now >= end)
+        {
+            break;
+        }
+    }
+    fast = atomic_load(&e->fast_at_ms) != 0;
+    if (fast) {
+        sp_sinks_cancel(e);
+    }
 
     sp_sender_stop(e);
     pthread_mutex_lock(&e->lock);
@@ -1696,12 +1775,30 @@ sp_exporter_run(sp_exporter_loop *e)
     pthread_mutex_unlock(&e->lock);
     sp_log_counters(e, " (at exit)");
     sp_region_release_reader(e->o.region, e->pid);
+    sp_exporter_counters_get(e, &c);
+    if (fast && c.dropped_shutdown > 0) {
+        sp_log(e, SP_LOG_WARN, "fast stop: %llu spans or samples not sent "
+               "within %llu ms are dropped (dropped.shutdown)",
+               (unsigned long long)c.dropped_shutdown,
+               (unsigned long long)e->fast_ms);
+    }
     return SP_OK;
 }
 
 void
 sp_exporter_stop(sp_exporter_loop *e)
 {
+    atomic_store(&e->stop, true);
+}
+
+void
+sp_exporter_stop_fast(sp_exporter_loop *e)
+{
+    uint64_t none = 0;
+
+    /* The first asked is kept: a second INT does not put it off. */
+    atomic_compare_exchange_strong(&e->fast_at_ms, &none,
+                                   sp_monotonic_ms());
     atomic_store(&e->stop, true);
 }
 
@@ -1839,6 +1936,8 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
     if (e->timeout_ms == 0) {
         e->timeout_ms = SP_OTLP_DEFAULT_TIMEOUT_MS;
     }
+    e->fast_ms = e->timeout_ms < SP_EXPORTER_FAST_STOP_MS
+                 ? e->timeout_ms : SP_EXPORTER_FAST_STOP_MS;
     if (e->snapshot_period_ns == 0) {
         e->snapshot_period_ns = 10000000u;
     }

@@ -49,7 +49,17 @@ struct sp_otlp_client {
     pthread_mutex_t        cq_lock;
     grpc_completion_queue *cq_spare[SP_OTLP_SPARE_QUEUES];
     size_t                 cq_spares;
+    /* Under cq_lock too: the calls in flight, for sp_otlp_client_cancel,
+     * and whether it was called. */
+    struct sp_live_call   *calls;
+    bool                   cancelled;
 };
+
+/* A call in flight, on its caller's stack. */
+typedef struct sp_live_call {
+    grpc_call           *call;
+    struct sp_live_call *next;
+} sp_live_call;
 
 static const char *const sp_status_names[] = {
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
@@ -436,6 +446,57 @@ sp_queue_give(sp_otlp_client *c, grpc_completion_queue *cq)
     if (cq != NULL) {
         sp_drain_and_destroy(cq);
     }
+}
+
+/*
+ * Registers a call as in flight; false when the client was cancelled
+ * (then the call is cancelled before it starts).
+ */
+static bool
+sp_call_enter(sp_otlp_client *c, sp_live_call *lc, grpc_call *call)
+{
+    bool ok;
+
+    pthread_mutex_lock(&c->cq_lock);
+    ok = !c->cancelled;
+    if (ok) {
+        lc->call = call;
+        lc->next = c->calls;
+        c->calls = lc;
+    }
+    pthread_mutex_unlock(&c->cq_lock);
+    return ok;
+}
+
+static void
+sp_call_leave(sp_otlp_client *c, sp_live_call *lc)
+{
+    sp_live_call **pp;
+
+    pthread_mutex_lock(&c->cq_lock);
+    for (pp = &c->calls; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == lc) {
+            *pp = lc->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->cq_lock);
+}
+
+void
+sp_otlp_client_cancel(sp_otlp_client *c)
+{
+    sp_live_call *lc;
+
+    pthread_mutex_lock(&c->cq_lock);
+    c->cancelled = true;
+    /* Each call is still referenced: it leaves the list before its
+     * unref, under this lock. */
+    for (lc = c->calls; lc != NULL; lc = lc->next) {
+        grpc_call_cancel_with_status(lc->call, GRPC_STATUS_CANCELLED,
+                                     SP_OTLP_CANCELLED_TEXT, NULL);
+    }
+    pthread_mutex_unlock(&c->cq_lock);
 }
 
 static void
@@ -872,6 +933,7 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
     uint64_t               start = sp_monotonic_ms();
     char                   text[SP_OTLP_MESSAGE_SIZE];
     void                  *tag = &ops;
+    sp_live_call           live = { NULL, NULL };
 
     sp_result_init(result, method);
     if (method == NULL || method[0] != '/' || req == NULL) {
@@ -924,6 +986,11 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
     ops[5].data.recv_status_on_client.status_details = &details;
     ops[5].data.recv_status_on_client.error_string = &error_string;
 
+    if (!sp_call_enter(c, &live, call)) {
+        /* Its batch then ends at once, with the status set here. */
+        grpc_call_cancel_with_status(call, GRPC_STATUS_CANCELLED,
+                                     SP_OTLP_CANCELLED_TEXT, NULL);
+    }
     ce = grpc_call_start_batch(call, ops, 6, tag, NULL);
     if (ce != GRPC_CALL_OK) {
         snprintf(text, sizeof(text), "gRPC refused the call (error %d)",
@@ -949,6 +1016,7 @@ sp_otlp_export_request(sp_otlp_client *c, const char *method,
         }
     }
 
+    sp_call_leave(c, &live);
     grpc_call_unref(call);
     /* Refused, or its batch plucked: nothing of this call left in it. */
     if (ev.type == GRPC_OP_COMPLETE) {

@@ -7,7 +7,8 @@
  *                           value, SPANPROF_SERVER, SPANPROF_SERVER_VERSION,
  *                           SPANPROF_SERVER_EXE
  *   stderr                  the server's error log
- *   SIGTERM, SIGINT         blocked until the handler below is in place
+ *   SIGTERM, SIGINT         blocked until the handler below is in place;
+ *                           SIGTERM stops it, SIGINT stops it fast
  * Its own knobs (README, "The exporter"): SPANPROF_CONSOLE_PATH,
  * SPANPROF_PROFILING_FORMAT=text, SPANPROF_EXPORTER_MAX_BYTES,
  * SPANPROF_DEBUG_DIRS, SPANPROF_DEBUG_MAX_BYTES,
@@ -39,8 +40,9 @@ static sp_exporter_loop *volatile sp_running;
 /* The most verbose sp_log_level written (SP_EXPORTER_LOG_LEVEL_ENV); -1:
  * none, for a server that logs only what is worse than an error. */
 static int sp_log_max = SP_LOG_INFO;
-/* A stop asked before the loop existed. */
+/* A stop, and a fast one, asked before the loop existed. */
 static volatile sig_atomic_t sp_stop_asked;
+static volatile sig_atomic_t sp_stop_fast_asked;
 /* The server's error log format, from SPANPROF_SERVER (sp_log_prefix.h). */
 static sp_log_style sp_style = SP_LOG_STYLE_PLAIN;
 
@@ -134,13 +136,20 @@ sp_env(void *ctx, const char *name)
     return getenv(name);
 }
 
+/* SIGTERM: stop; SIGINT: stop fast (sp_exporter_launch.h). */
 static void
 sp_on_signal(int sig)
 {
-    (void)sig;
+    if (sig == SIGINT) {
+        sp_stop_fast_asked = 1;
+    }
     sp_stop_asked = 1;
     if (sp_running != NULL) {
-        sp_exporter_stop(sp_running);
+        if (sig == SIGINT) {
+            sp_exporter_stop_fast(sp_running);
+        } else {
+            sp_exporter_stop(sp_running);
+        }
     }
 }
 
@@ -280,7 +289,9 @@ main(int argc, char **argv)
         return 1;
     }
     sp_running = e;
-    if (sp_stop_asked) {
+    if (sp_stop_fast_asked) {
+        sp_exporter_stop_fast(e);
+    } else if (sp_stop_asked) {
         sp_exporter_stop(e);
     }
 

@@ -155,14 +155,24 @@ SP_API bool sp_exporter_backlog(const sp_exporter_loop *e);
  * Claims, then steps until sp_exporter_stop, sleeping 10 ms after each
  * pass that left no backlog (so records are drained in batches, not one
  * wake-up each); then drains every slot once more, queues everything held
- * and gives the sender up to OTEL_EXPORTER_OTLP_TIMEOUT to send it (what
- * is left is counted dropped_shutdown). Logs the counters every
+ * and gives the sender up to OTEL_EXPORTER_OTLP_TIMEOUT from the stop to
+ * send it, or a fast stop's time (what is left is counted
+ * dropped_shutdown). Logs the counters every
  * counters_interval_ms and at the end.
  */
 SP_API sp_status sp_exporter_run(sp_exporter_loop *e);
 
 /* Asks run to finish. Async-signal-safe. */
 SP_API void sp_exporter_stop(sp_exporter_loop *e);
+
+/*
+ * Asks run to finish within SP_EXPORTER_FAST_STOP_MS from now, or the
+ * export timeout if shorter (sp_exporter_launch.h), also after
+ * sp_exporter_stop: it reads on and sends for half of that at most, then
+ * ends the calls still in flight; what it still held is counted
+ * dropped_shutdown and logged at warn. Async-signal-safe.
+ */
+SP_API void sp_exporter_stop_fast(sp_exporter_loop *e);
 
 /*
  * Queues everything held now (profiles, spans), as an export interval

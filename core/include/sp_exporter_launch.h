@@ -17,7 +17,9 @@
  *   signals             default dispositions but SIGHUP, ignored
  *                       (httpd's prefork signals its process group with
  *                       it on a restart; SIGTERM is the exporter's
- *                       stop); SIGTERM and SIGINT blocked, nothing else:
+ *                       stop, SIGINT its fast stop: see
+ *                       SP_EXPORTER_FAST_STOP_MS); SIGTERM and SIGINT
+ *                       blocked, nothing else:
  *                       the exporter unblocks them once its handler is
  *                       in place, so a stop that comes while it loads its
  *                       libraries (a stop right after a start) is
@@ -108,6 +110,25 @@ SP_API void sp_exporter_stop_signals(sigset_t *set);
  * when someone else reaped it: ECHILD); false when it still runs.
  */
 SP_API bool sp_exporter_wait_exit(int pid, uint64_t timeout_ms);
+
+/*
+ * As sp_exporter_wait_exit, but also returns false as soon as hurry(ctx)
+ * is true, which it asks every 10 ms (the server was told to stop fast
+ * while it waited).
+ */
+SP_API bool sp_exporter_wait_exit_unless(int pid, uint64_t timeout_ms,
+    bool (*hurry)(void *ctx), void *ctx);
+
+/*
+ * The exporter's fast stop (SIGINT): what it cannot send within this
+ * (or the export timeout, if shorter) is dropped. nginx kills its helper
+ * processes about 1.5 s after its own fast stop (TERM or INT) began; the
+ * exporter gets this much of it, and the supervisor waits
+ * SP_EXPORTER_FAST_WAIT_MS for it to end (a SIGINT at most that long
+ * after the stop began).
+ */
+#define SP_EXPORTER_FAST_STOP_MS    500
+#define SP_EXPORTER_FAST_WAIT_MS    1000
 
 /*
  * The timeout_ms for it: the exporter's stop takes at most the export

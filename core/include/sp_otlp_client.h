@@ -183,6 +183,15 @@ SP_API void sp_otlp_client_destroy(sp_otlp_client *c);
 SP_API const sp_otlp_endpoint *sp_otlp_client_endpoint(
     const sp_otlp_client *c);
 
+/*
+ * Ends every export of c in flight now, and every later one at once,
+ * with CANCELLED and the message SP_OTLP_CANCELLED_TEXT: an exporter
+ * whose fast stop's time is up does not wait for a collector that does
+ * not answer. For every reference of a shared client. Thread-safe.
+ */
+#define SP_OTLP_CANCELLED_TEXT "cancelled: the exporter stops"
+SP_API void sp_otlp_client_cancel(sp_otlp_client *c);
+
 /* ---- exports */
 
 #define SP_OTLP_MESSAGE_SIZE 256

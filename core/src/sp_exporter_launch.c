@@ -416,6 +416,13 @@ sp_exporter_spawn(const sp_exporter_launch *l, int *pid)
 bool
 sp_exporter_wait_exit(int pid, uint64_t timeout_ms)
 {
+    return sp_exporter_wait_exit_unless(pid, timeout_ms, NULL, NULL);
+}
+
+bool
+sp_exporter_wait_exit_unless(int pid, uint64_t timeout_ms,
+                             bool (*hurry)(void *ctx), void *ctx)
+{
     struct timespec tick = { 0, 10 * 1000000 };
     uint64_t        end = sp_monotonic_ms() + timeout_ms;
     int             status;
@@ -429,7 +436,7 @@ sp_exporter_wait_exit(int pid, uint64_t timeout_ms)
         if (r == (pid_t)pid || (r == -1 && errno == ECHILD)) {
             return true;
         }
-        if (sp_monotonic_ms() >= end) {
+        if (sp_monotonic_ms() >= end || (hurry != NULL && hurry(ctx))) {
             return false;
         }
         nanosleep(&tick, NULL);
