@@ -40,6 +40,7 @@ use Spanprof::Server qw(top_dir new_dir read_file write_file free_port
                         wait_for_port wait_until wait_for_log http_get);
 use Spanprof::Receiver;
 use Spanprof::Cases qw(arrived);
+use Spanprof::Exporter qw(build_driver run_drive);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -210,6 +211,46 @@ for my $name (qw(nginx httpd)) {
     is(arrived($new, 20, grep { defined } $id), 1,
        'twice: the span served after the first reload arrives');
     wait_until(sub { !running(@started) }, 30);
+}
+
+# --- stopped while another exporter holds the region and reads on
+
+# The second exporter (t/bin/exporter_drive.c --second) is stopped at its
+# start while the first one, live, holds the region. It used to wait half
+# its timeout and warn that what the workers wrote after the other's
+# last read was not exported, though the first one reads on and exports
+# it. Now it says so at info; the warning is left for a holder that
+# reads nothing (frozen with SIGSTOP, a span unread in its ring).
+{
+    my $dir = new_dir();
+    my $driver = build_driver($dir);
+    for my $mode (qw(live frozen)) {
+        my $rcv = Spanprof::Receiver->start(dir => $dir);
+        my $h = run_drive(dir => $dir, driver => $driver,
+            env => { OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:'
+                                                    . $rcv->port,
+                     OTEL_EXPORTER_OTLP_TIMEOUT => 2000,
+                     OTEL_BSP_SCHEDULE_DELAY => 200 },
+            args => ['--second', $mode, '--spans', 5]);
+        my ($second) = $h->{stdout} =~ /^second (\d+)$/m;
+        my ($exit) = $h->{stdout} =~ /^second_exit (-?\d+)$/m;
+        is($exit, 0, "second exporter, first $mode: it exits 0");
+        my $said = join "\n", grep { /\s\Q$second\E#\d+: spanprof-exporter/ }
+            split /\n/, $h->{stderr};
+        if ($mode eq 'live') {
+            unlike($said, qr/\[warn\]/, 'first live: no warning')
+                or diag($said);
+            like($said, qr/\[info\] .*exporter holds the region and reads/,
+                 'first live: it says the other reads on');
+        } else {
+            like($said, qr/\[warn\] .*the region but has read nothing/,
+                 'first frozen: it warns that nobody reads')
+                or diag($said);
+        }
+        my $c = $h->{counters} // {};
+        is($c->{exported}, $h->{written_spans},
+           "second exporter, first $mode: the first exports every span");
+    }
 }
 
 done_testing();

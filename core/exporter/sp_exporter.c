@@ -56,6 +56,9 @@
  */
 #define SP_RESCAN_MS         1000
 #define SP_CLAIM_RETRY_MS    50
+/* Records unread this long while an exporter holds the region: it does
+ * not read them (a live one drains every SP_PASS_SLEEP_MS). */
+#define SP_READER_IDLE_MS    200
 #define SP_ARENA_BYTES       (256u << 10)
 #define SP_MAX_WORKERS       (2 * SP_REGION_MAX_SLOTS)
 #define SP_GRPC_CODES        17
@@ -1600,10 +1603,57 @@ sp_stop_publish(sp_exporter_loop *e)
     return end;
 }
 
+/*
+ * What the rings hold unread (bytes), and how many records their reader
+ * consumed ever: the reader's progress, seen from outside.
+ */
+static uint64_t
+sp_rings_unread(sp_exporter_loop *e, uint64_t *consumed)
+{
+    uint32_t         i, n = sp_region_slot_count(e->o.region);
+    uint64_t         unread = 0;
+    sp_ring_counters c;
+
+    *consumed = 0;
+    for (i = 0; i < n; i++) {
+        sp_ring_stats(sp_region_ring(e->o.region, i), &c);
+        unread += c.pending_bytes;
+        *consumed += c.read;
+    }
+    return unread;
+}
+
+/*
+ * Stopped, it gives the region up to the exporter that holds it. That one
+ * may be reading on (a live one: everything the workers write is
+ * exported) or not (it went on to its own last flush, or hangs): only
+ * then is what the workers wrote lost, and then the rings hold records
+ * that nobody has consumed for a while (a reader drains them every 10
+ * ms).
+ */
+static void
+sp_claim_give_up(sp_exporter_loop *e, uint64_t idle_ms)
+{
+    uint64_t consumed, unread = sp_rings_unread(e, &consumed);
+
+    if (unread > 0 && idle_ms >= SP_READER_IDLE_MS) {
+        sp_log(e, SP_LOG_WARN, "stopped while another exporter holds the "
+               "region but has read nothing for %llu ms: what the workers "
+               "wrote (%llu bytes now) is not exported while it reads "
+               "nothing", (unsigned long long)idle_ms,
+               (unsigned long long)unread);
+    } else {
+        sp_log(e, SP_LOG_INFO, "stopped while another exporter holds the "
+               "region and reads it: what the workers write is left to "
+               "it");
+    }
+}
+
 sp_status
 sp_exporter_claim(sp_exporter_loop *e)
 {
     bool     waited = false;
+    uint64_t consumed, seen = 0, progress_ms = 0, now;
 
     /* Once at least: asked to stop before it ran, it still reads and
      * exports what the workers wrote. */
@@ -1624,18 +1674,23 @@ sp_exporter_claim(sp_exporter_loop *e)
          * row): that one reads it, and a stopped one never takes the wish
          * from a live one, so one of them always stays. Waited for, for
          * half of the stop's time; sp_exporter_run leaves us the rest
-         * for our own flush.
+         * for our own flush. The holder's reads are watched meanwhile.
          */
         if (atomic_load(&e->stop)) {
             if (sp_region_reader_wanted(e->o.region, e->pid)) {
                 return SP_ERR_NOT_FOUND;
             }
+            now = sp_monotonic_ms();
+            if (sp_rings_unread(e, &consumed) == 0 || consumed != seen
+                || progress_ms == 0)
+            {
+                seen = consumed;
+                progress_ms = now;
+            }
             if (e->stop_seen_ms == 0) {
-                e->stop_seen_ms = sp_monotonic_ms();
-            } else if (sp_monotonic_ms() >= sp_stop_end(e, true)) {
-                sp_log(e, SP_LOG_WARN, "stopped while another exporter "
-                       "still reads the region: what the workers wrote "
-                       "after its last read is not exported");
+                e->stop_seen_ms = now;
+            } else if (now >= sp_stop_end(e, true)) {
+                sp_claim_give_up(e, now - progress_ms);
                 return SP_ERR_NOT_FOUND;
             }
         }

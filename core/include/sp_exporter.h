@@ -128,7 +128,10 @@ SP_API sp_status sp_exporter_create(const sp_exporter_options *o,
  * the export timeout from the stop: an exporter stopped right after its
  * start, or right after a reload, reads what the workers wrote after the
  * previous one's last read. SP_OK, or SP_ERR_NOT_FOUND when the other
- * still holds it then.
+ * still holds it then: logged at info when that one reads on (it exports
+ * what the workers write), at warn when records wait in the rings that
+ * it has not read for SP_READER_IDLE_MS (it reads nothing: hung, or in
+ * its own last flush).
  */
 SP_API sp_status sp_exporter_claim(sp_exporter_loop *e);
 

@@ -9,7 +9,7 @@
  *   exporter_drive --exporter PATH [--samples N] [--spans N]
  *       [--source snapshot|continuous] [--for-ms MS] [--every-ms MS]
  *       [--flood-ms MS] [--hold-ms MS] [--slots N] [--ring-bytes N]
- *       [--no-stop]
+ *       [--second live|frozen] [--no-stop]
  *
  * --samples/--spans are written at once, or spread over --for-ms in
  * batches every --every-ms; --flood-ms writes as fast as it can for that
@@ -17,13 +17,18 @@
  * worker's would be). Then it waits --hold-ms, prints the exporter's peak
  * RSS, stops it with SIGTERM and prints how it ended; with --no-stop it
  * exits instead, and the exporter must notice its parent's death.
+ * --second starts another exporter on the region once the first reads it,
+ * and stops it at once (SIGTERM), as a reload then a stop do; "frozen"
+ * stops the first (SIGSTOP) meanwhile and writes a span it cannot read,
+ * and lets it go (SIGCONT) when the second has exited.
  * SIGUSR1 ends the spread writes, the flood and the hold at once: a test
  * that polls for what it needs stops the exporter as soon as it has it,
  * however slow the machine.
  *
  * Prints: "exporter PID", "driver PID", "written samples=N spans=N
  * ring_full=N", "exporter_hwm_kb N", "exporter_stop_ms N" (from its
- * SIGTERM to its exit), "exporter_exit N|signal N".
+ * SIGTERM to its exit), "exporter_exit N|signal N", and with --second
+ * "second PID", "second_exit N".
  */
 #include "sp_clock.h"
 #include "sp_config.h"
@@ -247,6 +252,41 @@ hwm_kb(int pid)
     return kb;
 }
 
+/*
+ * A second exporter while the first (pid) holds the region, stopped
+ * right after its start; the first frozen meanwhile when asked, with a
+ * span written that it cannot read.
+ */
+static void
+run_second(const sp_exporter_launch *l, sp_ring *ring, int pid, int frozen)
+{
+    sp_ring_counters c;
+    int              second, status;
+
+    do {
+        sleep_ms(10);
+        sp_ring_stats(ring, &c);
+    } while (c.read == 0);
+    if (frozen) {
+        kill(pid, SIGSTOP);
+        write_span(ring, 1000000, 1);
+    }
+    if (sp_exporter_spawn(l, &second) != SP_OK) {
+        fprintf(stderr, "exporter_drive: spawn failed\n");
+        exit(1);
+    }
+    printf("second %d\n", second);
+    fflush(stdout);
+    kill(second, SIGTERM);
+    waitpid(second, &status, 0);
+    printf("second_exit %d\n",
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    fflush(stdout);
+    if (frozen) {
+        kill(pid, SIGCONT);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -256,6 +296,7 @@ main(int argc, char **argv)
     uint64_t    flood_ms = 0, hold_ms = 0, stop_ms;
     uint8_t     source = SP_SOURCE_SNAPSHOT;
     int         stop = 1, pid, status, i;
+    const char *second = NULL;
     sp_exporter_launch l;
     struct sigaction   sa;
     sp_config  *c;
@@ -287,6 +328,7 @@ main(int argc, char **argv)
         else if (strcmp(a, "--slots") == 0) slots = (uint32_t)atol(v);
         else if (strcmp(a, "--ring-bytes") == 0)
             ring_bytes = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--second") == 0) second = v;
         else if (strcmp(a, "--source") == 0)
             source = strcmp(v, "continuous") == 0 ? SP_SOURCE_CONTINUOUS
                                                   : SP_SOURCE_SNAPSHOT;
@@ -335,6 +377,9 @@ main(int argc, char **argv)
                  sp_objects_encode(objbuf, (uint32_t)getpid(), 1, objects,
                                    object_count), 1);
     drive_root();
+    if (second != NULL) {
+        run_second(&l, ring, pid, strcmp(second, "frozen") == 0);
+    }
 
     if (for_ms == 0) {
         for (uint32_t k = 0; k < samples; k++) {
