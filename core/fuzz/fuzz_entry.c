@@ -11,6 +11,12 @@
  * on stays within 180 members and 8192 bytes and carries a snapshot
  * volume; only recorded spans are profiled; the span record of a
  * recorded span is written and decodes to the same ids.
+ *
+ * What follows is later requests on the same connection, each a change
+ * of the one before: a byte naming a field (its low bits) and whether the
+ * field is then absent (0x80), then the field's new value up to '\n'. Each
+ * request's span is finished with the connection's sp_entry_cache and
+ * without it, and must be the same bytes (sp_entry_twice.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +24,7 @@
 #include "sp_baggage.h"
 #include "sp_entry.h"
 #include "sp_record.h"
+#include "../tests/sp_entry_twice.h"
 
 #define CHECK(cond) do { if (!(cond)) abort(); } while (0)
 
@@ -27,6 +34,8 @@ static sp_idgen *ids;
 static sp_region *region;
 static sp_ring *ring;
 static void *mem;
+static sp_entry_cache cache;
+static unsigned char plain[SP_ENTRY_TWICE_MAX], cached[SP_ENTRY_TWICE_MAX];
 
 static const char *
 field(const char **p, const char *end, size_t *len)
@@ -55,6 +64,49 @@ setup(void)
     CHECK(sp_region_attach(mem, size, &region) == SP_OK);
     ring = sp_region_claim(region, 1);
     CHECK(ring != NULL);
+}
+
+/* A later request on the connection: h changed as the input says, as
+ * long as there is input. */
+static void
+connection(const sp_entry_policy *pol, sp_entry *e, sp_entry_http *h,
+           const char *p, const char *end)
+{
+    const char *v;
+    size_t      len;
+    unsigned    op;
+
+    sp_entry_cache_init(&cache);
+    e->recorded = true;
+    CHECK(sp_entry_same_with_cache(pol, e, h, &cache, ring, plain, cached));
+    while (p < end) {
+        op = (unsigned char)*p++;
+        v = field(&p, end, &len);
+        if (op & 0x80) {
+            v = NULL;
+            len = 0;
+        }
+        switch (op & 0x0f) {
+        case 0: h->authority = v; h->authority_len = len; break;
+        case 1: h->scheme = v; h->scheme_len = len; break;
+        case 2: h->client_address = v; h->client_address_len = len; break;
+        case 3: h->peer_address = v; h->peer_address_len = len; break;
+        case 4: h->protocol_version = v; h->protocol_version_len = len;
+                break;
+        case 5: h->user_agent = v; h->user_agent_len = len; break;
+        case 6: h->forwarded = v; h->forwarded_len = len; break;
+        case 7: h->forwarded_host = v; h->forwarded_host_len = len; break;
+        case 8: h->forwarded_proto = v; h->forwarded_proto_len = len; break;
+        case 9: h->server_address = v; h->server_address_len = len; break;
+        case 10: h->server_port = (int64_t)(len > 0 ? (unsigned char)v[0]
+                                                    << 8 | len : 0);
+                 break;
+        case 11: h->status = len > 0 && v[0] == '5' ? 500 : 200; break;
+        default: e->selection.profiled = !e->selection.profiled; break;
+        }
+        CHECK(sp_entry_same_with_cache(pol, e, h, &cache, ring, plain,
+                                       cached));
+    }
 }
 
 int
@@ -170,5 +222,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(memcmp(rec.trace_id, e.ctx.trace_id, 16) == 0);
         CHECK(sp_ring_consume(ring, &v) == SP_OK);
     }
+    connection(&pol, &e, &h, p, end);
     return 0;
 }

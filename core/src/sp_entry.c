@@ -9,6 +9,7 @@
 #include "sp_span_put.h"
 #include "sp_text.h"
 
+#include <stddef.h>
 #include <string.h>
 
 void
@@ -386,7 +387,8 @@ static inline __attribute__((always_inline)) size_t
 sp_entry_span_write(unsigned char *dst, const sp_entry *e,
     const sp_entry_method *m, const sp_entry_http *h,
     const sp_entry_origin *origin, size_t name_len,
-    const sp_span_record *rec)
+    const sp_span_record *rec, const sp_entry_cache *hit,
+    unsigned char **run)
 {
     unsigned char *p = sp_put_span_ids(dst, rec);
 
@@ -416,20 +418,30 @@ sp_entry_span_write(unsigned char *dst, const sp_entry *e,
         p = sp_put_value(p, SP_KEY("error.type"), code, n);
     }
     p = sp_put_value(p, SP_KEY("http.route"), h->route, h->route_len);
-    p = sp_put_value(p, SP_KEY("server.address"), origin->server.host,
-                     origin->server.host_len);
-    if (origin->server.port > 0) {
-        p = sp_put_attr_number(p, SP_KEY("server.port"), SP_VALUE_INT,
-                               origin->server.port);
+    /* The run sp_entry_cache keeps: these six attributes, in this order,
+     * and nothing else. */
+    run[0] = p;
+    if (hit != NULL) {
+        memcpy(p, hit->data + hit->authority_len + hit->scheme_len,
+               hit->block_len);
+        p += hit->block_len;
+    } else {
+        p = sp_put_value(p, SP_KEY("server.address"), origin->server.host,
+                         origin->server.host_len);
+        if (origin->server.port > 0) {
+            p = sp_put_attr_number(p, SP_KEY("server.port"), SP_VALUE_INT,
+                                   origin->server.port);
+        }
+        p = sp_put_value(p, SP_KEY("client.address"), h->client_address,
+                         h->client_address_len);
+        p = sp_put_value(p, SP_KEY("network.peer.address"),
+                         h->peer_address, h->peer_address_len);
+        p = sp_put_value(p, SP_KEY("network.protocol.version"),
+                         h->protocol_version, h->protocol_version_len);
+        p = sp_put_value(p, SP_KEY("user_agent.original"), h->user_agent,
+                         h->user_agent_len);
     }
-    p = sp_put_value(p, SP_KEY("client.address"), h->client_address,
-                     h->client_address_len);
-    p = sp_put_value(p, SP_KEY("network.peer.address"), h->peer_address,
-                     h->peer_address_len);
-    p = sp_put_value(p, SP_KEY("network.protocol.version"),
-                     h->protocol_version, h->protocol_version_len);
-    p = sp_put_value(p, SP_KEY("user_agent.original"), h->user_agent,
-                     h->user_agent_len);
+    run[1] = p;
     if (e->selection.profiled) {
         p = sp_put_attr_number(p, SP_KEY("splunk.snapshot.profiling"),
                                SP_VALUE_BOOL, 1);
@@ -506,10 +518,11 @@ sp_entry_proxied_host(const sp_entry_http *h, sp_authority *a)
 }
 
 /* url.scheme, server.address and server.port: the first of h's sources
- * that holds each (sp_entry.h). Inlined: called once a request, and out
- * of line (gcc's choice once sp_entry_finish grew) it cost ~20
- * instructions more (callgrind). */
-static inline __attribute__((always_inline)) void
+ * that holds each (sp_entry.h); whether the server came from the
+ * request's own authority. Inlined: called once a request, and out of
+ * line (gcc's choice once sp_entry_finish grew) it cost ~20 instructions
+ * more (callgrind). */
+static inline __attribute__((always_inline)) bool
 sp_entry_origin_of(const sp_entry_http *h, sp_entry_origin *o)
 {
     bool          proxied_scheme;
@@ -523,7 +536,7 @@ sp_entry_origin_of(const sp_entry_http *h, sp_entry_origin *o)
         if (a->port == 0 && proxied_scheme) {
             a->port = sp_default_port(o->scheme, o->scheme_len);
         }
-        return;
+        return false;
     }
     if (h->authority != NULL
         && sp_authority_parse(h->authority, h->authority_len, a) == SP_OK)
@@ -531,7 +544,7 @@ sp_entry_origin_of(const sp_entry_http *h, sp_entry_origin *o)
         if (a->port == 0 && o->scheme != NULL) {
             a->port = sp_default_port(o->scheme, o->scheme_len);
         }
-        return;
+        return true;
     }
 
     /* A name of an IPv6 literal: the address without its brackets, as
@@ -545,6 +558,186 @@ sp_entry_origin_of(const sp_entry_http *h, sp_entry_origin *o)
         a->host++;
         a->host_len -= 2;
     }
+    return false;
+}
+
+void
+sp_entry_cache_init(sp_entry_cache *c)
+{
+    memset(c, 0, offsetof(sp_entry_cache, data));
+}
+
+/*
+ * Whether a[0..n) and b[0..n) are the same bytes: words that overlap
+ * rather than a call to memcmp, as sp_copy_ascii copies, for the short
+ * values compared for every request of a connection.
+ */
+static inline __attribute__((always_inline)) bool
+sp_same_bytes(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    uint64_t             u, v, diff = 0;
+    uint32_t             s, t;
+    size_t               i;
+
+    if (n >= 8) {
+        for (i = 0; i + 8 < n; i += 8) {
+            memcpy(&u, x + i, 8);
+            memcpy(&v, y + i, 8);
+            diff |= u ^ v;
+        }
+        memcpy(&u, x + n - 8, 8);
+        memcpy(&v, y + n - 8, 8);
+        return (diff | (u ^ v)) == 0;
+    }
+    if (n >= 4) {
+        memcpy(&s, x, 4);
+        memcpy(&t, y, 4);
+        diff = s ^ t;
+        memcpy(&s, x + n - 4, 4);
+        memcpy(&t, y + n - 4, 4);
+        return (diff | (s ^ t)) == 0;
+    }
+    if (n > 0) {
+        return ((x[0] ^ y[0]) | (x[n / 2] ^ y[n / 2])
+                | (x[n - 1] ^ y[n - 1])) == 0;
+    }
+    return true;
+}
+
+/* A value as the span writes it: none when it has no bytes. */
+#define SP_ENTRY_LEN(v, len)    ((v) != NULL ? (len) : 0)
+
+/* The cached values, in the order of value_off and value_len. */
+#define SP_ENTRY_CACHED(h) {                                             \
+        { (h)->client_address,                                           \
+          SP_ENTRY_LEN((h)->client_address, (h)->client_address_len) },  \
+        { (h)->peer_address,                                             \
+          SP_ENTRY_LEN((h)->peer_address, (h)->peer_address_len) },      \
+        { (h)->protocol_version,                                         \
+          SP_ENTRY_LEN((h)->protocol_version,                            \
+                       (h)->protocol_version_len) },                     \
+        { (h)->user_agent,                                               \
+          SP_ENTRY_LEN((h)->user_agent, (h)->user_agent_len) } }
+
+typedef struct sp_entry_value {
+    const char *v;
+    size_t      len;
+} sp_entry_value;
+
+/* Keys of the cached values, in the same order. */
+static const size_t sp_entry_cached_key_len[4] = {
+    sizeof("client.address") - 1, sizeof("network.peer.address") - 1,
+    sizeof("network.protocol.version") - 1,
+    sizeof("user_agent.original") - 1
+};
+
+/*
+ * Whether the run c keeps is what h's span would write: no proxy's
+ * headers, the same authority and scheme (which make server.address and
+ * server.port), the same four values. The values are compared with their
+ * copies inside the run.
+ */
+static inline __attribute__((always_inline)) bool
+sp_entry_cache_hit(const sp_entry_cache *c, const sp_entry_http *h)
+{
+    const sp_entry_value  vals[4] = SP_ENTRY_CACHED(h);
+    const unsigned char  *run;
+    size_t                scheme_len, i;
+
+    scheme_len = SP_ENTRY_LEN(h->scheme, h->scheme_len);
+    if (c->block_len == 0 || h->forwarded != NULL
+        || h->forwarded_proto != NULL || h->forwarded_host != NULL
+        || h->authority == NULL || h->authority_len != c->authority_len
+        || scheme_len != c->scheme_len)
+    {
+        return false;
+    }
+    for (i = 0; i < 4; i++) {
+        if (vals[i].len != c->value_len[i]) {
+            return false;
+        }
+    }
+    run = c->data + c->authority_len + c->scheme_len;
+    if (!sp_same_bytes(c->data, h->authority, c->authority_len)
+        || !sp_same_bytes(c->data + c->authority_len, h->scheme,
+                          scheme_len))
+    {
+        return false;
+    }
+    for (i = 0; i < 4; i++) {
+        if (!sp_same_bytes(run + c->value_off[i], vals[i].v, vals[i].len)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The bytes of a string attribute of a key and a value of these lengths,
+ * as written when the value is kept as it is. */
+static size_t
+sp_entry_attr_size(size_t key_len, size_t len)
+{
+    size_t any = sp_field_size(len);
+
+    return sp_field_size(sp_field_size(key_len) + sp_field_size(any));
+}
+
+/*
+ * Keeps the run of len bytes a span of h just wrote, when it is made of
+ * h's own authority (from_authority), no proxy's header, and each value
+ * is found as it is at the run's end of its attribute: so a value that
+ * was cut or repaired is not kept, and what a later request is compared
+ * with is a copy of what made the run. Otherwise c is left empty.
+ */
+static __attribute__((noinline)) void
+sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
+    const sp_entry_origin *origin, bool from_authority,
+    const unsigned char *run, size_t len)
+{
+    const sp_entry_value  vals[4] = SP_ENTRY_CACHED(h);
+    size_t                scheme_len, head, end, i;
+
+    c->block_len = 0;
+    scheme_len = SP_ENTRY_LEN(h->scheme, h->scheme_len);
+    if (!from_authority || h->forwarded != NULL
+        || h->forwarded_proto != NULL || h->forwarded_host != NULL
+        || h->authority_len > UINT8_MAX || scheme_len > UINT8_MAX)
+    {
+        return;
+    }
+    head = h->authority_len + scheme_len;
+    if (len == 0 || len > sizeof(c->data) - head) {
+        return;
+    }
+    /* From the run's end: each value ends its attribute. */
+    end = len;
+    for (i = 4; i-- > 0;) {
+        if (vals[i].len == 0) {
+            c->value_off[i] = 0;
+            c->value_len[i] = 0;
+            continue;
+        }
+        if (vals[i].len > UINT8_MAX
+            || sp_entry_attr_size(sp_entry_cached_key_len[i], vals[i].len)
+               > end
+            || memcmp(run + end - vals[i].len, vals[i].v, vals[i].len) != 0)
+        {
+            return;
+        }
+        c->value_off[i] = (uint16_t)(end - vals[i].len);
+        c->value_len[i] = (uint8_t)vals[i].len;
+        end -= sp_entry_attr_size(sp_entry_cached_key_len[i], vals[i].len);
+    }
+    memcpy(c->data, h->authority, h->authority_len);
+    if (scheme_len > 0) {
+        memcpy(c->data + h->authority_len, h->scheme, scheme_len);
+    }
+    memcpy(c->data + head, run, len);
+    c->authority_len = (uint8_t)h->authority_len;
+    c->scheme_len = (uint8_t)scheme_len;
+    c->host_len = (uint16_t)origin->server.host_len;
+    c->block_len = (uint16_t)len;
 }
 
 sp_status
@@ -557,12 +750,28 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     unsigned char  *dst;
     sp_entry_origin origin;
     size_t          name_len;
+    sp_entry_cache *cache = h->cache, *hit = NULL;
+    unsigned char  *run[2];
+    size_t          n;
+    bool            from_authority = false;
 
     if (!e->recorded) {
         return SP_ERR_NOT_FOUND;
     }
 
-    sp_entry_origin_of(h, &origin);
+    /* What the run's bytes stand for, where it is copied: url.scheme is
+     * the connection's (no proxy said another) and server.address as
+     * long as it was (for the reservation). */
+    if (cache != NULL && sp_entry_cache_hit(cache, h)) {
+        hit = cache;
+        origin.scheme = h->scheme;
+        origin.scheme_len = SP_ENTRY_LEN(h->scheme, h->scheme_len);
+        origin.server.host = NULL;
+        origin.server.host_len = cache->host_len;
+        origin.server.port = 0;
+    } else {
+        from_authority = sp_entry_origin_of(h, &origin);
+    }
 
     memcpy(rec.trace_id, e->ctx.trace_id, 16);
     memcpy(rec.span_id, e->ctx.span_id, 8);
@@ -590,8 +799,16 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
-    sp_ring_commit(ring, &tok,
-                   sp_entry_span_write(dst, e, &m, h, &origin, name_len,
-                                       &rec));
+    n = sp_entry_span_write(dst, e, &m, h, &origin, name_len, &rec, hit,
+                            run);
+    /* Before the commit: the exporter may take the record at once. */
+    if (cache != NULL && hit == NULL) {
+        sp_entry_cache_fill(cache, h, &origin, from_authority, run[0],
+                            (size_t)(run[1] - run[0]));
+    }
+    sp_ring_commit(ring, &tok, n);
     return SP_OK;
 }
+
+_Static_assert(sizeof(sp_entry_cache) == SP_ENTRY_CACHE_SIZE,
+               "sp_entry_cache is the size adapters allocate");

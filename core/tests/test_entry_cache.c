@@ -1,0 +1,235 @@
+/*
+ * A connection's sp_entry_cache: over long random runs of requests on
+ * one connection, each span finished with the cache is the same bytes as
+ * without it, and the cache is used.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sp_test.h"
+#include "sp_entry.h"
+#include "sp_entry_twice.h"
+#include "sp_record.h"
+
+static char scratch[SP_ENTRY_SCRATCH_SIZE];
+static unsigned char plain[SP_ENTRY_TWICE_MAX], cached[SP_ENTRY_TWICE_MAX];
+
+/* Long values: one whose attribute still takes one byte of length, ones
+ * that take two, one over what a cache keeps of a value. */
+static char long127[128], long128[129], long300[301], host300[301];
+
+/* Each field's values: NULL (absent) first. Several values repeat, and a
+ * request keeps the previous one's most of the time, so that the cache
+ * is used as often as it is refreshed. */
+static const char *const authorities[] = {
+    NULL, "", "example.com", "example.com:8080", "h:0", "h:80",
+    "h:65535", "h:81", "[::1]:443", "bad host", "EXAMPLE.com", host300
+};
+static const char *const schemes[] = { NULL, "", "http", "https", "HTTP" };
+static const char *const forwarded[] = {
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    "for=192.0.2.1;host=fwd.example:444;proto=https", "for=x", ""
+};
+static const char *const forwarded_hosts[] = {
+    NULL, NULL, NULL, NULL, "xfh.example"
+};
+static const char *const forwarded_protos[] = {
+    NULL, NULL, NULL, NULL, "https"
+};
+static const char *const server_addresses[] = {
+    NULL, "localhost", "[::1]"
+};
+static const int64_t ports[] = { 0, 80, 65535 };
+static const char *const addresses[] = {
+    NULL, "", "192.0.2.1", "192.0.2.10", "2001:db8::1", "\xbd", long127,
+    long128, long300
+};
+static const char *const versions[] = { NULL, "1.1", "2", "1.0", "", "1_1" };
+static const char *const agents[] = {
+    NULL, "", "curl/8.0", "curl/8.1", "ApacheBench/2.3",
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like "
+    "Gecko) Chrome/120.0.0.0 Safari/537.36",
+    "caf\xc3\xa9-agent/1.0", "ua\x80x", "\xbd", long127, long128, long300
+};
+static const int64_t statuses[] = { 200, 500, 0, 404 };
+
+#define PICK(pool, r) pool[(r) % (sizeof(pool) / sizeof(pool[0]))]
+
+static uint64_t
+next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A field keeps its value but for one request in sixteen. */
+#define CHANGE(s) (next(s) % 16 == 0)
+
+static void
+set(const char **v, size_t *len, const char *value)
+{
+    *v = value;
+    *len = value != NULL ? strlen(value) : 0;
+}
+
+static void
+setup_values(void)
+{
+    memset(long127, 'a', 127);
+    memset(long128, 'b', 128);
+    memset(long300, 'c', 300);
+    memset(host300, 'h', 300);
+}
+
+/* One request's changes from the previous one's, drawn from the pools. */
+static void
+change(sp_entry_http *h, uint64_t *s)
+{
+    if (CHANGE(s)) {
+        set(&h->authority, &h->authority_len, PICK(authorities, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->scheme, &h->scheme_len, PICK(schemes, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->forwarded, &h->forwarded_len, PICK(forwarded, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->forwarded_host, &h->forwarded_host_len,
+            PICK(forwarded_hosts, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->forwarded_proto, &h->forwarded_proto_len,
+            PICK(forwarded_protos, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->server_address, &h->server_address_len,
+            PICK(server_addresses, next(s)));
+        h->server_port = PICK(ports, next(s));
+    }
+    if (CHANGE(s)) {
+        set(&h->client_address, &h->client_address_len,
+            PICK(addresses, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->peer_address, &h->peer_address_len,
+            PICK(addresses, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->protocol_version, &h->protocol_version_len,
+            PICK(versions, next(s)));
+    }
+    if (CHANGE(s)) {
+        set(&h->user_agent, &h->user_agent_len, PICK(agents, next(s)));
+    }
+    h->status = PICK(statuses, next(s));
+}
+
+/*
+ * Whether finishing h with a copy of cache whose kept attributes were
+ * spoiled shows it: then the span copied them, as it should for a request
+ * that repeats the one before. The copy's run is found after the
+ * authority and scheme it keeps.
+ */
+static bool
+copied_from(const sp_entry_policy *p, const sp_entry *e,
+            const sp_entry_http *h, const sp_entry_cache *cache,
+            sp_ring *ring)
+{
+    sp_entry_cache spoiled = *cache;
+
+    if (cache->block_len == 0) {
+        return false;
+    }
+    spoiled.data[cache->authority_len + cache->scheme_len + 2] ^= 0x20;
+    return !sp_entry_same_with_cache(p, e, h, &spoiled, ring, plain,
+                                     cached);
+}
+
+static void
+spans_with_the_cache_are_the_bytes_without_it(void **state)
+{
+    sp_entry_policy p;
+    sp_entry_headers in;
+    sp_entry_http   h;
+    sp_entry_cache  cache;
+    sp_entry        e;
+    sp_idgen       *ids = sp_idgen_create();
+    sp_region      *region;
+    sp_ring        *ring;
+    void           *mem;
+    size_t          size = sp_region_size(1, 1 << 20);
+    uint64_t        s = 0x9e3779b97f4a7c15ull;
+    int             conn, i, same = 0, reused = 0;
+    bool            repeat;
+
+    (void)state;
+    setup_values();
+    memset(&p, 0, sizeof(p));
+    p.sampler = SP_SAMPLER_ALWAYS_ON;
+    sp_http_methods_standard(&p.known_methods);
+    mem = aligned_alloc(64, size);
+    assert_non_null(mem);
+    assert_non_null(ids);
+    assert_int_equal(sp_region_init(mem, size, 1, 1 << 20), SP_OK);
+    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
+    ring = sp_region_claim(region, 1);
+    assert_non_null(ring);
+    memset(&in, 0, sizeof(in));
+
+    for (conn = 0; conn < 40; conn++) {
+        memset(&h, 0, sizeof(h));
+        h.method = "GET";
+        h.method_len = 3;
+        h.path = "/small.html";
+        h.path_len = strlen(h.path);
+        h.route = "/";
+        h.route_len = 1;
+        h.scheme = "http";
+        h.scheme_len = 4;
+        h.pid = 7;
+        sp_entry_cache_init(&cache);
+        for (i = 0; i < 500; i++) {
+            sp_entry_http before = h;
+
+            change(&h, &s);
+            repeat = i > 0
+                && memcmp(&before, &h, offsetof(sp_entry_http, status)) == 0;
+            sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+            e.selection.profiled = next(&s) % 4 == 0;
+            if (repeat && copied_from(&p, &e, &h, &cache, ring)) {
+                reused++;
+            }
+            if (!sp_entry_same_with_cache(&p, &e, &h, &cache, ring, plain,
+                                          cached))
+            {
+                print_message("connection %d, request %d: the cached span "
+                              "differs (authority %.20s, UA %.20s)\n", conn,
+                              i, h.authority ? h.authority : "(none)",
+                              h.user_agent ? h.user_agent : "(none)");
+                fail();
+            }
+            same++;
+        }
+    }
+    print_message("%d spans the same with the cache, %d copied from it\n",
+                  same, reused);
+    /* Most repeats find their attributes kept: not a test of nothing. */
+    assert_true(reused > 1000);
+
+    sp_region_detach(region);
+    free(mem);
+    sp_idgen_destroy(ids);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(spans_with_the_cache_are_the_bytes_without_it),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
