@@ -996,6 +996,39 @@ spanprof_target_path(request_rec *r, size_t *len)
     return path;
 }
 
+/* In a connection's slot after its first request: it may have more. */
+static char spanprof_one_request;
+
+/*
+ * The connection's sp_entry_cache (sp_entry.h: the attributes of its
+ * spans its later requests repeat) in its conn_config slot, made at its
+ * second request, so that a connection that serves one request pays only
+ * the mark: from then on each span copies six attributes instead of
+ * writing them. Not on a mod_http2 stream's secondary connection, whose
+ * streams run on several threads at once. NULL when there is none.
+ */
+static sp_entry_cache *
+spanprof_conn_cache(conn_rec *c)
+{
+    void *slot;
+
+    if (c->master != NULL) {
+        return NULL;
+    }
+    slot = ap_get_module_config(c->conn_config, &spanprof_module);
+    if (slot == NULL) {
+        ap_set_module_config(c->conn_config, &spanprof_module,
+                             &spanprof_one_request);
+        return NULL;
+    }
+    if (slot == &spanprof_one_request) {
+        slot = apr_palloc(c->pool, sizeof(sp_entry_cache));
+        sp_entry_cache_init(slot);
+        ap_set_module_config(c->conn_config, &spanprof_module, slot);
+    }
+    return slot;
+}
+
 static apr_status_t
 spanprof_request_done(void *data)
 {
@@ -1112,7 +1145,8 @@ spanprof_request_done(void *data)
                 spanprof_len(sr->header[SPANPROF_H_USER_AGENT]),
             .status = status,
             .pid = spanprof_pid,
-            .end_ns = sr->end_ns
+            .end_ns = sr->end_ns,
+            .cache = spanprof_conn_cache(r->connection)
         };
 
         (void) sp_entry_finish(&spanprof_policy, &sr->entry, &h,

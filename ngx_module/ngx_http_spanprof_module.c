@@ -224,6 +224,7 @@ static void ngx_http_spanprof_finish(void *data);
 static void ngx_http_spanprof_authority(ngx_http_request_t *r,
     sp_entry_http *h);
 static void ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx);
+static void ngx_http_spanprof_cache_mark(void *data);
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
@@ -2525,6 +2526,59 @@ ngx_http_spanprof_address(ngx_str_t *text, const char **data, size_t *len)
 }
 
 
+/*
+ * Marks the cleanup entry of c->pool whose data is the connection's
+ * sp_entry_cache: the pool frees the memory with the connection.
+ */
+static void
+ngx_http_spanprof_cache_mark(void *data)
+{
+}
+
+
+/*
+ * The connection's sp_entry_cache (sp_entry.h: the attributes of its
+ * spans its later requests repeat), made at its second request, so that
+ * a connection that serves one request pays nothing for it: from then on
+ * each span copies six attributes instead of writing them. HTTP/1.x only:
+ * an HTTP/2 connection's streams are requests of their own. It is kept
+ * in c->pool, found by its cleanup entry: nginx has no slot for a
+ * module's data on a connection, and the list is short (empty on a plain
+ * keep-alive connection; an ssl one adds a few), ~10 instructions a
+ * request (callgrind). NULL when there is none.
+ */
+static sp_entry_cache *
+ngx_http_spanprof_cache(ngx_http_request_t *r)
+{
+    ngx_connection_t    *c;
+    ngx_pool_cleanup_t  *cln;
+
+    c = r->connection;
+
+    /* c->destroyed says nothing here: nginx sets it as the request's
+     * pool goes, before the connection's. */
+    if (c->requests < 2 || r->stream != NULL) {
+        return NULL;
+    }
+
+    for (cln = c->pool->cleanup; cln; cln = cln->next) {
+        if (cln->handler == ngx_http_spanprof_cache_mark) {
+            return cln->data;
+        }
+    }
+
+    cln = ngx_pool_cleanup_add(c->pool, sizeof(sp_entry_cache));
+    if (cln == NULL) {
+        return NULL;
+    }
+
+    cln->handler = ngx_http_spanprof_cache_mark;
+    sp_entry_cache_init(cln->data);
+
+    return cln->data;
+}
+
+
 /* The span record of a request, into the worker's ring. */
 static void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
@@ -2690,6 +2744,7 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     }
     h.status = (int64_t) status;
     h.pid = (uint32_t) ngx_pid;
+    h.cache = ngx_http_spanprof_cache(r);
 
     smcf = ngx_http_get_module_main_conf(r, ngx_http_spanprof_module);
 

@@ -23,7 +23,7 @@ use Test::More;
 use Spanprof::Server qw(new_dir read_file write_file free_port nginx_conf
                         nginx_start httpd_conf httpd_start stop);
 use Spanprof::Receiver;
-use Spanprof::Cases qw(wait_spans raw_answer);
+use Spanprof::Cases qw(wait_spans raw_answer keepalive_answers);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -126,6 +126,49 @@ sub cases {
     );
 }
 
+# Requests on one keep-alive connection, most repeating the one before
+# (a span then copies the attributes the connection's previous one wrote,
+# sp_entry_cache) and some changing Host, User-Agent or a proxy's header,
+# also to a value of the same length: each span has its own request's
+# server.address, server.port and user_agent.original.
+sub check_keepalive {
+    my ($server, $recv, $port) = @_;
+    my @plan = (
+        [ 'a.example:8001', 'agent-one' ], [ 'a.example:8001', 'agent-one' ],
+        [ 'a.example:8001', 'agent-one' ], [ 'b.example:8002', 'agent-two' ],
+        [ 'b.example:8002', 'agent-Two' ], [ 'c.example:8002', 'agent-Two' ],
+        [ 'c.example:8002', 'agent-Two', 'X-Forwarded-Host: fwd.example:9' ],
+        [ 'c.example:8002', 'agent-Two' ], [ 'c.example', 'agent-Two' ],
+    );
+    my (@traces, @requests);
+    for my $p (@plan) {
+        my ($host, $agent, @more) = @$p;
+        my $trace = sprintf '%032x', 0xca7e00 + ++$serial;
+        push @traces, $trace;
+        push @requests, join("\r\n", 'GET /index.html HTTP/1.1',
+            "Host: $host", "User-Agent: $agent", @more,
+            "traceparent: 00-$trace-00f067aa0ba902b7-01", '', '');
+    }
+    my @codes = keepalive_answers($port, @requests);
+    is(join(',', @codes), join(',', (200) x @plan),
+       "$server: requests on one keep-alive connection answered 200");
+    for my $i (0 .. $#plan) {
+        my ($host, $agent, @more) = @{ $plan[$i] };
+        my ($want_host, $want_port) = $host =~ /^([^:]+)(?::(\d+))?$/;
+        ($want_host, $want_port) = ('fwd.example', 9) if @more;
+        $want_port //= 80;
+        my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $traces[$i] });
+        my $what = "$server: keep-alive request " . ($i + 1);
+        ok($span, "$what: the span arrives") or next;
+        my $attr = sub {
+            Spanprof::Receiver::attribute($span->{attributes}, $_[0]) // '' };
+        is(join('|', map { $attr->($_) } qw(server.address server.port
+                                           user_agent.original)),
+           "$want_host|$want_port|$agent",
+           "$what: its own server.address, server.port and User-Agent");
+    }
+}
+
 my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
 
 {
@@ -143,6 +186,7 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
                                       @cases);
     check('nginx', $recv, $h2, grep { defined $_->[1] && $_->[1] eq '1' }
                                     @cases);
+    check_keepalive('nginx', $recv, $port);
     stop($nginx);
 }
 
@@ -164,6 +208,7 @@ EXTRA
           [ 'a header mod_headers sets later: the client\'s', undef,
             [ 'X-Test-Rewrite: 1', 'X-Forwarded-Host: client.example:7000',
               'Host: inner.example:81' ], 'client.example', 7000 ]);
+    check_keepalive('httpd', $recv, $port);
     stop($httpd);
 }
 

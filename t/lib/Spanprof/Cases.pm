@@ -16,7 +16,8 @@ use Spanprof::Server qw(read_file write_file top_dir);
 
 use Exporter 'import';
 our @EXPORT_OK = qw(curl_case log_case upstream_case spans wait_spans
-                    arrived raw_answer traced_requests h2_requests);
+                    arrived raw_answer keepalive_answers traced_requests
+                    h2_requests);
 
 my $serial = 0;
 my $traced = 0;
@@ -142,6 +143,40 @@ sub raw_answer {
     my $answer = <$s> // '';
     close $s;
     return $answer;
+}
+
+# The statuses of the requests @requests (each its bytes, as they are)
+# sent one after another over one connection to 127.0.0.1:$port, each
+# once the answer to the one before is read (its headers and
+# Content-Length bytes); as many as were answered before the server closed
+# the connection or 10 s passed.
+sub keepalive_answers {
+    my ($port, @requests) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+                                  Timeout => 10) or return ();
+    my ($buf, @codes) = ('');
+    my $end = time + 10;
+    for my $request (@requests) {
+        print $s $request;
+        my $answer;
+        while (time < $end) {
+            if ($buf =~ /\A(HTTP\/1\.\d (\d+).*?\r\n\r\n)/s) {
+                my ($head, $code) = ($1, $2);
+                my $len = $head =~ /^Content-Length:\s*(\d+)/mi ? $1 : 0;
+                if (length($buf) >= length($head) + $len) {
+                    substr($buf, 0, length($head) + $len) = '';
+                    $answer = $code;
+                    last;
+                }
+            }
+            my $n = sysread($s, $buf, 65536, length $buf);
+            last unless $n;
+        }
+        last unless defined $answer;
+        push @codes, $answer;
+    }
+    close $s;
+    return @codes;
 }
 
 # The results of an HTTP/2 plan sent to $port by t/bin/h2_client.js
