@@ -2544,8 +2544,8 @@ ngx_http_spanprof_cache_mark(void *data)
  * an HTTP/2 connection's streams are requests of their own. It is kept
  * in c->pool, found by its cleanup entry: nginx has no slot for a
  * module's data on a connection, and the list is short (empty on a plain
- * keep-alive connection; an ssl one adds a few), ~10 instructions a
- * request (callgrind). NULL when there is none.
+ * keep-alive connection; an ssl one adds a few): with the call, ~20
+ * instructions a request (callgrind). NULL when there is none.
  */
 static sp_entry_cache *
 ngx_http_spanprof_cache(ngx_http_request_t *r)

@@ -41,14 +41,16 @@ static const char *const server_addresses[] = {
 };
 static const int64_t ports[] = { 0, 80, 65535 };
 static const char *const addresses[] = {
-    NULL, "", "192.0.2.1", "192.0.2.10", "2001:db8::1", "\xbd", long127,
-    long128, long300
+    NULL, "", "192.0.2.1", "192.0.2.10", "192.0.2.11", "2001:db8::1",
+    "\xbd", long127, long128, long300
 };
 static const char *const versions[] = { NULL, "1.1", "2", "1.0", "", "1_1" };
 static const char *const agents[] = {
     NULL, "", "curl/8.0", "curl/8.1", "ApacheBench/2.3",
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like "
     "Gecko) Chrome/120.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (X11; Linux x86_64) Firefox/1",
+    "Mozilla/5.0 (X12; Linux x86_64) Firefox/1",
     "caf\xc3\xa9-agent/1.0", "ua\x80x", "\xbd", long127, long128, long300
 };
 static const int64_t statuses[] = { 200, 500, 0, 404 };
@@ -140,10 +142,10 @@ copied_from(const sp_entry_policy *p, const sp_entry *e,
 {
     sp_entry_cache spoiled = *cache;
 
-    if (cache->block_len == 0) {
+    if (cache->run_len == 0 || cache->lens == UINT64_MAX) {
         return false;
     }
-    spoiled.data[cache->authority_len + cache->scheme_len + 2] ^= 0x20;
+    spoiled.data[cache->run_off + 2] ^= 0x20;
     return !sp_entry_same_with_cache(p, e, h, &spoiled, ring, plain,
                                      cached);
 }
