@@ -201,6 +201,9 @@ struct sp_exporter_loop {
     uint64_t            next_counters_ms;
     sp_exporter_counters local;     /* the drain thread's, published */
     uint64_t            held_build; /* records in builders */
+    sp_ring            *drain_ring; /* the ring being drained, */
+    sp_record_view     *drain_view; /* the records read there, not freed, */
+    size_t              drain_bytes; /* and the bytes freed there */
     uint64_t            ring_full_base;
     uint64_t            ring_corrupt_base;
 
@@ -562,6 +565,18 @@ sp_evict_oldest_locked(sp_exporter_loop *e, int signal)
 
 static void sp_publish(sp_exporter_loop *e);
 
+/*
+ * Frees the records of the ring being drained read so far: a ring's
+ * records are read in runs (sp_ring_read_next) and freed once per run, at
+ * its end or before a push, not one by one.
+ */
+static void
+sp_drain_free(sp_exporter_loop *e)
+{
+    e->drain_bytes += sp_record_ring_bytes(e->drain_view);
+    sp_ring_consume(e->drain_ring, e->drain_view);
+}
+
 /* After quit or a deadline: every sender looks again. */
 static void
 sp_lanes_wake_locked(sp_exporter_loop *e)
@@ -589,6 +604,14 @@ sp_queue_push(sp_exporter_loop *e, sp_otlp_signal signal, uint64_t records)
     sp_status        st;
     size_t           len;
 
+    /*
+     * Records leave the drain thread here: those read so far are freed
+     * first, so that an exporter that dies once the sender has sent them
+     * does not leave them for the next one to read and send again.
+     */
+    if (e->drain_ring != NULL) {
+        sp_drain_free(e);
+    }
     e->held_build -= records;
     if (e->sinks[signal].kind == SP_EXPORTER_NONE) {
         e->local.dropped_disabled += records;
@@ -1478,18 +1501,29 @@ sp_exporter_step(sp_exporter_loop *e)
         sp_ring       *ring = sp_region_ring(e->o.region, i);
         sp_ring_watch *w = &e->ring_watch[i];
         sp_record_view v;
-        size_t         k, bytes = 0;
+        size_t         k = 0;
+        sp_status      st = sp_ring_read(ring, &v);
 
-        for (k = 0; k < SP_DRAIN_BUDGET; k++) {
-            if (sp_ring_read(ring, &v) != SP_OK) {
+        e->drain_ring = ring;
+        e->drain_view = &v;
+        e->drain_bytes = 0;
+        while (st == SP_OK) {
+            sp_record_take(e, &v);
+            if (++k < SP_DRAIN_BUDGET) {
+                st = sp_ring_read_next(ring, &v);
+                if (st == SP_OK) {
+                    continue;
+                }
+            }
+            sp_drain_free(e);
+            if (k == SP_DRAIN_BUDGET || st == SP_ERR_NOT_FOUND) {
                 break;
             }
-            bytes += sp_record_ring_bytes(&v);
-            sp_record_take(e, &v);
-            sp_ring_consume(ring, &v);
+            st = sp_ring_read(ring, &v);
         }
+        e->drain_ring = NULL;
         total += k;
-        if (k == SP_DRAIN_BUDGET || bytes > full) {
+        if (k == SP_DRAIN_BUDGET || e->drain_bytes > full) {
             e->backlog = true;
         } else if (sp_ring_settle(e, ring, w, now)) {
             /* free and empty: a new claim brings it back (rescan) */

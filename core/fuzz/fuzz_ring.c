@@ -12,16 +12,20 @@
  *   mode & 4:      writers run between reads;
  *   mode & 8:      the exporter's dead-owner reset runs too;
  *   mode & 16:     writers run first, before the reader has seen the
- *                  ring (they must refuse positions that make no sense).
+ *                  ring (they must refuse positions that make no sense);
+ *   mode & 32:     the reader reads in runs (sp_ring_read_next), freeing
+ *                  each run with one consume, as the exporter does.
  * Invariants beyond "no crash, nothing touched outside the region" (it is
  * malloc'd, so ASan sees any access past it):
  * - a record read lies inside the ring's data, with a known type, and the
  *   decoders survive its body;
- * - the read counter moves by exactly the records consumed;
+ * - the read counter moves by exactly the records consumed, and a run
+ *   holds no more than the ring;
  * - a reservation lies inside the data;
  * - after sp_ring_skip_pending the ring works: a record written is read
  *   back intact.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +39,35 @@
 #define SLOT_HEAD   192
 
 static const unsigned char *data_lo, *data_hi;
+static bool                 runs;
+
+static void
+check_view(const sp_record_view *v)
+{
+    sp_sample         s;
+    sp_span_view      sp;
+    sp_objects_record o;
+
+    if ((const unsigned char *)v->body < data_lo + SP_RING_HEADER_SIZE
+        || (const unsigned char *)v->body > data_hi
+        || v->len > (size_t)(data_hi - (const unsigned char *)v->body)
+        || ((uintptr_t)v->body & 7) != 0
+        || v->type < SP_RECORD_SAMPLE || v->type > SP_RECORD_OBJECTS
+        || sp_record_ring_bytes(v) > (size_t)(data_hi - data_lo))
+    {
+        abort();
+    }
+    sp_sample_decode(v->body, v->len, &s);
+    sp_span_decode(v->body, v->len, &sp);
+    sp_objects_decode(v->body, v->len, &o);
+}
 
 static void
 drain(sp_ring *r, int max)
 {
     sp_record_view    v;
     sp_ring_counters  before, after;
-    sp_sample         s;
-    sp_span_view      sp;
-    sp_objects_record o;
-    uint64_t          consumed = 0;
+    uint64_t          consumed = 0, held;
     int               i;
 
     sp_ring_stats(r, &before);
@@ -52,21 +75,16 @@ drain(sp_ring *r, int max)
         if (sp_ring_read(r, &v) != SP_OK) {
             continue;
         }
-        if ((const unsigned char *)v.body < data_lo + SP_RING_HEADER_SIZE
-            || (const unsigned char *)v.body > data_hi
-            || v.len > (size_t)(data_hi - (const unsigned char *)v.body)
-            || ((uintptr_t)v.body & 7) != 0
-            || v.type < SP_RECORD_SAMPLE || v.type > SP_RECORD_OBJECTS)
+        check_view(&v);
+        for (held = 1; runs && i < max && sp_ring_read_next(r, &v) == SP_OK;
+             held++, i++)
         {
-            abort();
+            check_view(&v);
         }
-        sp_sample_decode(v.body, v.len, &s);
-        sp_span_decode(v.body, v.len, &sp);
-        sp_objects_decode(v.body, v.len, &o);
         if (sp_ring_consume(r, &v) != SP_OK) {
             abort();
         }
-        consumed++;
+        consumed += held;
     }
     sp_ring_stats(r, &after);
     if (after.read - before.read != consumed) {
@@ -165,6 +183,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     mode = data[0];
+    runs = (mode & 32) != 0;
     data++;
     size--;
     if (posix_memalign((void **)&mem, 64, rsize) != 0) {

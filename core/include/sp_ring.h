@@ -87,17 +87,22 @@ typedef struct sp_ring_token {
     uint16_t type;
 } sp_ring_token;
 
-/* A record as the reader sees it; body points into the ring. */
+/*
+ * A record as the reader sees it; body points into the ring. The view
+ * also holds the records read before it with sp_ring_read_next, and
+ * frees them all with it (sp_ring_consume).
+ */
 typedef struct sp_record_view {
     uint16_t    type;   /* sp_record_type */
     const void *body;   /* 8-byte aligned */
     size_t      len;
-    uint64_t    pos;    /* private to the ring */
-    uint64_t    next;   /* private to the ring */
+    uint64_t    pos;    /* private to the ring: the first record held */
+    uint64_t    next;   /* private to the ring: after the last one */
+    uint64_t    held;   /* private to the ring: records held */
 } sp_record_view;
 
-/* The ring bytes a record read takes (header, the body reserved, padding):
- * what consuming it gives back to the writers. */
+/* The ring bytes the records a view holds take (headers, the bodies
+ * reserved, padding): what consuming it gives back to the writers. */
 static inline size_t
 sp_record_ring_bytes(const sp_record_view *v)
 {
@@ -259,10 +264,26 @@ SP_API sp_status sp_ring_write(sp_ring *r, uint16_t type, const void *body,
 SP_API sp_status sp_ring_read(sp_ring *r, sp_record_view *out);
 
 /*
- * Frees the record that sp_ring_read returned, for writers to reuse.
- * SP_ERR_INVALID if the view is not the ring's next record.
+ * The record after v's, read without freeing v's: on SP_OK v is that
+ * record and holds every record it held too, for one sp_ring_consume to
+ * free them all. Only the usual case is read so: a committed record right
+ * after v's, not a pad, sound, exactly what sp_ring_read would return
+ * once v were consumed, while v holds less than 1/32 of the ring with it.
+ * Otherwise v still holds what it held (its record fields no longer to be
+ * used), to be consumed: SP_ERR_NOT_FOUND when no record is ready after
+ * it (sp_ring_read would say so too); any other error when the record is
+ * sp_ring_read's to take (a pad, the wrap, damage, or v holds enough).
  */
-SP_API sp_status sp_ring_consume(sp_ring *r, const sp_record_view *view);
+SP_API sp_status sp_ring_read_next(sp_ring *r, sp_record_view *v);
+
+/*
+ * Frees the records the view holds (the one sp_ring_read returned and
+ * those sp_ring_read_next read after it), for writers to reuse; the view
+ * then holds none, and sp_ring_read_next may read on after it.
+ * SP_ERR_INVALID if it holds none, or they do not start at the ring's
+ * next record.
+ */
+SP_API sp_status sp_ring_consume(sp_ring *r, sp_record_view *view);
 
 /*
  * After draining what is committed: if the slot's owner is dead, or the

@@ -68,7 +68,9 @@
  *     It loads head after the stamp, so the head it checks lengths against
  *     includes that record's reservation.
  *   - The reader frees space with a release store of tail after it has
- *     read the record (sp_ring_consume).
+ *     read the record (sp_ring_consume), or the records it read one after
+ *     another (sp_ring_read_next): those past tail stay out of the
+ *     writers' reach, [head, tail + ring_bytes), until that store.
  * The 64-bit atomics are lock-free (asserted below), so a signal handler
  * can use them.
  */
@@ -105,6 +107,13 @@ _Static_assert(sizeof(_Atomic uint64_t) == 8, "atomics in shared memory");
  * memory were being scribbled on.
  */
 #define SP_RESERVE_TRIES    1024
+
+/*
+ * sp_ring_read_next reads on while the records read and not freed take
+ * less than this share of the ring: what the writers lose to the reader
+ * while it works.
+ */
+#define SP_RUN_SHARE        32
 
 typedef struct sp_region_hdr {
     uint64_t         magic;
@@ -154,6 +163,7 @@ struct sp_ring {
     uint64_t       size;
     uint64_t       mask;
     uint64_t       claim;       /* the owner word this handle stored */
+    uint64_t       run_max;     /* sp_ring_read_next's bound */
 };
 
 struct sp_region {
@@ -391,6 +401,7 @@ sp_region_attach(void *mem, size_t size, sp_region **out)
         region->rings[i].data = slot + SP_SLOT_HEAD;
         region->rings[i].size = h.ring_bytes;
         region->rings[i].mask = h.ring_bytes - 1;
+        region->rings[i].run_max = h.ring_bytes / SP_RUN_SHARE;
     }
     *out = region;
     return SP_OK;
@@ -906,17 +917,35 @@ sp_ring_read_any(sp_ring *r, sp_record_view *out)
         out->len = h.used;
         out->pos = tail;
         out->next = tail + h.total;
+        out->held = 1;
         return SP_OK;
     }
 }
 
 /*
- * The usual case, once per record in the exporter: a committed record at
- * tail, not a pad, its header sound. The same checks as sp_header_ok on
- * the same head, loaded after the stamp as there; the header's fields are
- * loaded as two words, and the type and flags compared as one (flags
- * must be zero, so any flag set puts it out of range). Anything else,
- * passed or failed, is left to sp_ring_read_any, which starts over.
+ * A header's fields as the usual case checks them: the type and the flags
+ * as one word, the flags above (they must be zero, so any flag set puts
+ * the word out of the types' range).
+ */
+static inline __attribute__((always_inline)) void
+sp_hdr_words(const unsigned char *h, uint32_t *check, uint32_t *total,
+    uint32_t *used, uint32_t *type)
+{
+    memcpy(check, h + 8, 4);
+    memcpy(total, h + 12, 4);
+    memcpy(used, h + 16, 4);
+    memcpy(type, h + 20, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    *type = *type >> 16 | *type << 16;
+#endif
+}
+
+/*
+ * The usual case, at the start of each of the exporter's runs: a
+ * committed record at tail, not a pad, its header sound. The same checks
+ * as sp_header_ok on the same head, loaded after the stamp as there, the
+ * type and flags compared as one (sp_hdr_words). Anything else, passed or
+ * failed, is left to sp_ring_read_any, which starts over.
  */
 sp_status
 sp_ring_read(sp_ring *r, sp_record_view *out)
@@ -939,13 +968,7 @@ sp_ring_read(sp_ring *r, sp_record_view *out)
     }
     /* after the stamp: this head covers the record's reservation */
     head = atomic_load_explicit(&r->slot->head, memory_order_acquire);
-    memcpy(&check, h + 8, 4);
-    memcpy(&total, h + 12, 4);
-    memcpy(&used, h + 16, 4);
-    memcpy(&type, h + 20, 4);       /* the type, then the flags */
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    type = type >> 16 | type << 16;
-#endif
+    sp_hdr_words(h, &check, &total, &used, &type);
     if (((head | tail) & 7) != 0 || head - tail > r->size
         || total < SP_HDR || (total & 7) != 0 || total > r->size - off
         || total > head - tail || used > total - SP_HDR
@@ -959,20 +982,82 @@ sp_ring_read(sp_ring *r, sp_record_view *out)
     out->len = used;
     out->pos = tail;
     out->next = tail + total;
+    out->held = 1;
     return check == sp_checksum(h, used) ? SP_OK : sp_ring_read_any(r, out);
 }
 
+/*
+ * sp_ring_read's usual case at the end of v, tail left where it is: the
+ * records read so are freed together, one release of tail for them all.
+ * Its checks are sp_ring_read's with the record's position for tail, so
+ * that it returns what sp_ring_read would once v were consumed, or leaves
+ * the record to it; and v may hold no more than run_max bytes with it,
+ * which keeps what v holds within the ring. Damage in the positions
+ * (head) met where no record is ready is left to the next sp_ring_read
+ * too, which looks at them first. The alignment checks are one.
+ */
 sp_status
-sp_ring_consume(sp_ring *r, const sp_record_view *view)
+sp_ring_read_next(sp_ring *r, sp_record_view *v)
 {
-    if (view->pos != atomic_load_explicit(&r->slot->tail,
-                                          memory_order_relaxed)
+    uint64_t             at = v->next;
+    uint64_t             head = atomic_load_explicit(&r->slot->head,
+                                                     memory_order_acquire);
+    uint64_t             off = at & r->mask;
+    const unsigned char *h = r->data + off;
+    uint64_t             room;
+    uint32_t             check, total, used, type;
+
+    if (r->size - off < SP_HDR) {
+        return SP_ERR_INVALID;      /* the wrap: sp_ring_read's */
+    }
+    if (head == at
+        || atomic_load_explicit((_Atomic uint64_t *)(void *)h,
+                                memory_order_acquire) != sp_stamp(at))
+    {
+        return SP_ERR_NOT_FOUND;
+    }
+    /* after the stamp: this head covers the record's reservation */
+    head = atomic_load_explicit(&r->slot->head, memory_order_acquire);
+    sp_hdr_words(h, &check, &total, &used, &type);
+    room = head - at;
+    if (((head | at | total) & 7) != 0 || room > r->size
+        || total < SP_HDR || total > r->size - off
+        || total > room || used > total - SP_HDR
+        || type - SP_RECORD_SAMPLE > SP_RECORD_OBJECTS - SP_RECORD_SAMPLE)
+    {
+        return SP_ERR_INVALID;
+    }
+    at += total;
+    if (at - v->pos > r->run_max) {
+        return SP_ERR_INVALID;
+    }
+    /* the record's part filled before the checksum, as in sp_ring_read;
+     * what v holds only once it passed */
+    v->type = (uint16_t)type;
+    v->body = h + SP_HDR;
+    v->len = used;
+    if (check != sp_checksum(h, used)) {
+        return SP_ERR_INVALID;
+    }
+    v->next = at;
+    v->held++;
+    return SP_OK;
+}
+
+sp_status
+sp_ring_consume(sp_ring *r, sp_record_view *view)
+{
+    if (view->held == 0
+        || view->pos != atomic_load_explicit(&r->slot->tail,
+                                             memory_order_relaxed)
         || view->next - view->pos > r->size)
     {
         return SP_ERR_INVALID;
     }
     sp_set_tail(r, view->next);
-    sp_count(&r->slot->read, 1);
+    sp_count(&r->slot->read, view->held);
+    view->pos = view->next;
+    view->held = 0;
     return SP_OK;
 }
 

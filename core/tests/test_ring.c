@@ -430,6 +430,178 @@ consume_takes_only_the_next_record(void **state)
     fx_close(&fx);
 }
 
+/* The record v is now, as write_tagged wrote it. */
+static void
+view_is(const sp_record_view *v, uint16_t type, size_t len, uint32_t tag)
+{
+    assert_int_equal(v->type, type);
+    assert_int_equal(v->len, len);
+    assert_true(filled(v->body, len, tag));
+}
+
+/*
+ * Records read one after another with sp_ring_read_next stay the reader's
+ * until one sp_ring_consume frees them all, and a run stops at 1/32 of
+ * the ring (128 bytes of 4096: four records of 32).
+ */
+static void
+a_run_holds_its_records_until_consumed(void **state)
+{
+    region_fx        fx;
+    sp_ring         *r;
+    sp_ring_token    t;
+    sp_record_view   v;
+    sp_ring_counters c;
+    uint32_t         tag;
+
+    (void)state;
+    fx_open(&fx, 1, 4096, false);
+    r = sp_region_ring(fx.region, 0);
+    for (tag = 1; tag <= 5; tag++) {
+        assert_int_equal(write_tagged(r, SP_RECORD_SPAN, 8, tag), SP_OK);
+    }
+    assert_int_equal(sp_ring_read(r, &v), SP_OK);
+    view_is(&v, SP_RECORD_SPAN, 8, 1);
+    for (tag = 2; tag <= 4; tag++) {
+        assert_int_equal(sp_ring_read_next(r, &v), SP_OK);
+        view_is(&v, SP_RECORD_SPAN, 8, tag);
+    }
+    assert_int_equal(sp_record_ring_bytes(&v), 4 * 32);
+    c = stats(r);
+    assert_int_equal(c.read, 0);
+    assert_int_equal(c.pending_bytes, 5 * 32);
+    /* a fifth would pass the bound: sp_ring_read's, after a consume */
+    assert_int_not_equal(sp_ring_read_next(r, &v), SP_OK);
+    assert_int_not_equal(sp_ring_read_next(r, &v), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_ring_consume(r, &v), SP_OK);
+    c = stats(r);
+    assert_int_equal(c.read, 4);
+    assert_int_equal(c.pending_bytes, 32);
+    assert_int_equal(sp_ring_consume(r, &v), SP_ERR_INVALID);
+    /* a consumed view holds nothing and reads on */
+    assert_int_equal(sp_ring_read_next(r, &v), SP_OK);
+    view_is(&v, SP_RECORD_SPAN, 8, 5);
+    assert_int_equal(sp_ring_read_next(r, &v), SP_ERR_NOT_FOUND);
+    /* reserved, not committed: not ready either */
+    assert_non_null(sp_ring_reserve(r, SP_RECORD_SAMPLE, 8, &t));
+    assert_int_equal(sp_ring_read_next(r, &v), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_ring_consume(r, &v), SP_OK);
+    c = stats(r);
+    assert_int_equal(c.read, 5);
+    assert_int_equal(c.pending_bytes, 32);
+    assert_int_equal(c.corrupt, 0);
+    fx_close(&fx);
+}
+
+/* How one ring's reader saw a record: where, what. */
+typedef struct seen {
+    uint16_t type;
+    size_t   len;
+    size_t   off;
+} seen;
+
+/*
+ * Drains r, one record at a time or in runs (sp_ring_read_next, then
+ * sp_ring_read for what it leaves, as the exporter does), into out.
+ */
+static size_t
+drain_seen(region_fx *fx, sp_ring *r, bool runs, seen *out, size_t cap)
+{
+    sp_record_view v;
+    size_t         n = 0;
+    sp_status      st;
+
+    while (sp_ring_read(r, &v) == SP_OK) {
+        do {
+            assert_true(n < cap);
+            out[n].type = v.type;
+            out[n].len = v.len;
+            out[n].off = (size_t)((const unsigned char *)v.body
+                                  - data_mem(fx, 0));
+            n++;
+            st = runs ? sp_ring_read_next(r, &v) : SP_ERR_NOT_FOUND;
+        } while (st == SP_OK);
+        assert_int_equal(sp_ring_consume(r, &v), SP_OK);
+    }
+    return n;
+}
+
+/*
+ * Two rings given the same writes, laps of mixed sizes with cancelled
+ * reservations (pads) and bits flipped anywhere in the data, one drained
+ * a record at a time, the other in runs: the same records come out, and
+ * the counters agree, round after round.
+ */
+static void
+runs_read_what_single_reads_read(void **state)
+{
+    region_fx        fx[2];
+    sp_ring         *r[2];
+    sp_ring_counters c[2];
+    seen             a[64], b[64];
+    sp_ring_token    t;
+    size_t           na, nb, len, k, off;
+    uint32_t         tag = 0;
+    unsigned         bit;
+    int              round, i, n;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        fx_open(&fx[i], 1, 8192, false);
+        r[i] = sp_region_ring(fx[i].region, 0);
+    }
+    rng_state = 777;
+    for (round = 0; round < 20000; round++) {
+        n = 1 + (int)(rnd() % 8);
+        for (k = 0; k < (size_t)n; k++) {
+            len = (size_t)(rnd() % 600);
+            if (rnd() % 16 == 0) {
+                for (i = 0; i < 2; i++) {
+                    if (sp_ring_reserve(r[i], SP_RECORD_SAMPLE, len, &t)) {
+                        sp_ring_cancel(r[i], &t);
+                    }
+                }
+                continue;
+            }
+            for (i = 0; i < 2; i++) {
+                write_tagged(r[i], SP_RECORD_SAMPLE, len, tag);
+            }
+            tag++;
+        }
+        if (rnd() % 4 == 0) {
+            off = (size_t)(rnd() % 8192);
+            bit = (unsigned)(rnd() % 8);
+            for (i = 0; i < 2; i++) {
+                data_mem(&fx[i], 0)[off] ^= (unsigned char)(1u << bit);
+            }
+        }
+        memset(a, 0, sizeof(a));    /* the padding too: compared whole */
+        memset(b, 0, sizeof(b));
+        na = drain_seen(&fx[0], r[0], false, a, 64);
+        nb = drain_seen(&fx[1], r[1], true, b, 64);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na * sizeof(a[0]));
+        for (i = 0; i < 2; i++) {
+            c[i] = stats(r[i]);
+        }
+        assert_int_equal(c[0].read, c[1].read);
+        assert_int_equal(c[0].corrupt, c[1].corrupt);
+        assert_int_equal(c[0].skipped_bytes, c[1].skipped_bytes);
+        assert_int_equal(c[0].pending_bytes, c[1].pending_bytes);
+        /* a flipped stamp looks uncommitted for good: the exporter skips
+         * it once the writer is gone */
+        for (i = 0; i < 2 && c[0].pending_bytes != 0; i++) {
+            sp_ring_skip_pending(r[i]);
+        }
+    }
+    /* the flips did their work: some records were damaged */
+    assert_true(c[0].corrupt > 0);
+    assert_true(c[0].read > 10000);
+    for (i = 0; i < 2; i++) {
+        fx_close(&fx[i]);
+    }
+}
+
 static void
 commit_publishes_only_the_used_length(void **state)
 {
@@ -783,51 +955,75 @@ every_bit_flip_in_a_record_is_caught(void **state)
     }
 }
 
+/* Header fields, each breaking one rule of the reader's. */
+static const struct {
+    uint32_t total, used;
+    uint16_t type, flags;
+} bad[] = {
+    { 0x7ffffff8, 8, SP_RECORD_SAMPLE, 0 },     /* total past head */
+    { 48 + 4096, 8, SP_RECORD_SAMPLE, 0 },      /* past the end */
+    { 44, 8, SP_RECORD_SAMPLE, 0 },             /* not aligned */
+    { 16, 0, SP_RECORD_SAMPLE, 0 },             /* under a header */
+    { 48, 25, SP_RECORD_SAMPLE, 0 },            /* used > total - 24 */
+    { 48, 8, 0, 0 },                            /* unknown types */
+    { 48, 8, SP_RECORD_OBJECTS + 1, 0 },
+    { 48, 8, 0x1234, 0 },
+    { 48, 8, 0xffff, 0 },                       /* a pad with a body */
+    { 48, 8, SP_RECORD_SAMPLE, 1 },             /* flags */
+};
+
 /*
- * Each header rule broken alone, with a checksum that matches what is
- * there, so that only the rule can catch it. The reader counts it and
- * finds the next good record.
+ * Header rule i broken in the record of 48 bytes at `at` (0, or 32 after
+ * a record read first, in a run when `run`): the reader counts it and
+ * finds the next good record; sp_ring_read_next leaves it to sp_ring_read.
  */
 static void
-damaged_header_each_rule(void **state)
+damaged_header_rule(size_t i, bool run)
 {
-    static const struct {
-        uint32_t total, used;
-        uint16_t type, flags;
-    } bad[] = {
-        { 0x7ffffff8, 8, SP_RECORD_SAMPLE, 0 },     /* total past head */
-        { 48 + 4096, 8, SP_RECORD_SAMPLE, 0 },      /* past the end */
-        { 44, 8, SP_RECORD_SAMPLE, 0 },             /* not aligned */
-        { 16, 0, SP_RECORD_SAMPLE, 0 },             /* under a header */
-        { 48, 25, SP_RECORD_SAMPLE, 0 },            /* used > total - 24 */
-        { 48, 8, 0, 0 },                            /* unknown types */
-        { 48, 8, SP_RECORD_OBJECTS + 1, 0 },
-        { 48, 8, 0x1234, 0 },
-        { 48, 8, 0xffff, 0 },                       /* a pad with a body */
-        { 48, 8, SP_RECORD_SAMPLE, 1 },             /* flags */
-    };
     region_fx        fx;
     sp_ring         *r;
     sp_record_view   v;
     sp_ring_counters c;
-    size_t           i;
+
+    fx_open(&fx, 1, 4096, false);
+    r = sp_region_ring(fx.region, 0);
+    if (run) {
+        assert_int_equal(write_tagged(r, SP_RECORD_SPAN, 8, 0), SP_OK);
+    }
+    assert_int_equal(write_tagged(r, SP_RECORD_SAMPLE, 24, 1), SP_OK);
+    assert_int_equal(write_tagged(r, SP_RECORD_SPAN, 16, 2), SP_OK);
+    forge(data_mem(&fx, 0), 4096, run ? 32 : 0, bad[i].total, bad[i].used,
+          bad[i].type, bad[i].flags);
+    if (run) {
+        assert_int_equal(sp_ring_read(r, &v), SP_OK);
+        view_is(&v, SP_RECORD_SPAN, 8, 0);
+        assert_int_not_equal(sp_ring_read_next(r, &v), SP_OK);
+        assert_int_equal(sp_ring_consume(r, &v), SP_OK);
+        assert_int_equal(stats(r).corrupt, 0);
+    }
+    read_tagged(r, SP_RECORD_SPAN, 16, 2);
+    assert_int_equal(sp_ring_read(r, &v), SP_ERR_NOT_FOUND);
+    c = stats(r);
+    assert_int_equal(c.corrupt, 1);
+    assert_int_equal(c.skipped_bytes, 48);
+    assert_int_equal(c.read, run ? 2 : 1);
+    fx_close(&fx);
+}
+
+/*
+ * Each header rule broken alone, with a checksum that matches what is
+ * there, so that only the rule can catch it.
+ */
+static void
+damaged_header_each_rule(void **state)
+{
+    region_fx fx;
+    sp_ring  *r;
+    size_t    i;
 
     (void)state;
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        fx_open(&fx, 1, 4096, false);
-        r = sp_region_ring(fx.region, 0);
-        assert_int_equal(write_tagged(r, SP_RECORD_SAMPLE, 24, 1), SP_OK);
-        assert_int_equal(write_tagged(r, SP_RECORD_SPAN, 16, 2), SP_OK);
-        /* the first record, 48 bytes at 0, as the forger says */
-        forge(data_mem(&fx, 0), 4096, 0, bad[i].total, bad[i].used,
-              bad[i].type, bad[i].flags);
-        read_tagged(r, SP_RECORD_SPAN, 16, 2);
-        assert_int_equal(sp_ring_read(r, &v), SP_ERR_NOT_FOUND);
-        c = stats(r);
-        assert_int_equal(c.corrupt, 1);
-        assert_int_equal(c.skipped_bytes, 48);
-        assert_int_equal(c.read, 1);
-        fx_close(&fx);
+        damaged_header_rule(i, false);
     }
     /* the forger itself is right: unchanged fields pass */
     fx_open(&fx, 1, 4096, false);
@@ -836,6 +1032,18 @@ damaged_header_each_rule(void **state)
     forge(data_mem(&fx, 0), 4096, 0, 48, 24, SP_RECORD_SAMPLE, 0);
     read_tagged(r, SP_RECORD_SAMPLE, 24, 1);
     fx_close(&fx);
+}
+
+/* The same rules met in a run. */
+static void
+a_run_stops_at_each_damaged_header_rule(void **state)
+{
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        damaged_header_rule(i, true);
+    }
 }
 
 static void
@@ -1680,6 +1888,8 @@ main(void)
         cmocka_unit_test(records_come_out_in_order_and_intact),
         cmocka_unit_test(bad_types_are_refused_and_not_counted),
         cmocka_unit_test(consume_takes_only_the_next_record),
+        cmocka_unit_test(a_run_holds_its_records_until_consumed),
+        cmocka_unit_test(runs_read_what_single_reads_read),
         cmocka_unit_test(commit_publishes_only_the_used_length),
         cmocka_unit_test(
             commit_gives_back_the_unused_room_of_the_last_reservation),
@@ -1693,6 +1903,7 @@ main(void)
         cmocka_unit_test(damaged_body_is_counted_and_skipped),
         cmocka_unit_test(every_bit_flip_in_a_record_is_caught),
         cmocka_unit_test(damaged_header_each_rule),
+        cmocka_unit_test(a_run_stops_at_each_damaged_header_rule),
         cmocka_unit_test(damaged_positions_are_repaired),
         cmocka_unit_test(random_ring_memory_is_survived),
         cmocka_unit_test(two_mappings_at_different_addresses),
