@@ -192,6 +192,7 @@ struct sp_exporter_loop {
     uint64_t            logs_records;
     sp_otlp_traces     *traces;
     uint64_t            traces_first_ms;
+    size_t              traces_count; /* sp_otlp_traces_count's, kept */
     sp_buf              scratch;    /* a serialized profile */
     char               *arena;
     size_t              arena_used;
@@ -688,13 +689,14 @@ sp_logs_push(sp_exporter_loop *e)
 static void
 sp_traces_push(sp_exporter_loop *e)
 {
-    uint64_t n = sp_otlp_traces_count(e->traces);
+    uint64_t n = e->traces_count;
 
     if (n == 0) {
         return;
     }
     sp_queue_push(e, SP_OTLP_SIGNAL_TRACES, n);
     sp_otlp_traces_reset(e->traces);
+    e->traces_count = 0;
 }
 
 /* ---- profiles */
@@ -952,7 +954,7 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
         return SP_ERR_INVALID;
     }
     /* the spans held before this one: a span added makes it n + 1 */
-    n = sp_otlp_traces_count(e->traces);
+    n = e->traces_count;
     if (n + 1 > e->bsp_queue) {
         e->local.dropped_queue_full++;
         return SP_OK;
@@ -968,6 +970,7 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
             e->traces_first_ms = sp_now_ms(e);
         }
         e->held_build++;
+        e->traces_count = n + 1;
         if (n + 1 >= e->bsp_batch) {
             sp_traces_push(e);
         }
@@ -1539,7 +1542,7 @@ sp_exporter_step(sp_exporter_loop *e)
         sp_profiles_close_all(e);
         e->next_logs_ms = now + e->export_interval_ms;
     }
-    if (sp_otlp_traces_count(e->traces) > 0
+    if (e->traces_count > 0
         && now - e->traces_first_ms >= e->bsp_delay_ms)
     {
         sp_traces_push(e);
