@@ -65,7 +65,8 @@ typedef struct sp_ob_batch {
     sp_ob_group *groups;
     size_t       groups_len;
     size_t       groups_cap;    /* initialized slots, reused after reset */
-    size_t       last;          /* the group used last: pids come in runs */
+    sp_ob_group *last;          /* the group used last, NULL when none:
+                                 * pids come in runs */
 } sp_ob_batch;
 
 static size_t
@@ -195,7 +196,7 @@ sp_ob_reset(sp_ob_batch *b)
     b->groups_len = 0;
     b->size = 0;
     b->count = 0;
-    b->last = 0;
+    b->last = NULL;
 }
 
 static void
@@ -298,13 +299,13 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
     sp_status    rc;
 
     *created = false;
-    if (b->last < b->groups_len && b->groups[b->last].pid == pid) {
-        *out = &b->groups[b->last];
+    if (b->last != NULL && b->last->pid == pid) {
+        *out = b->last;
         return SP_OK;
     }
     for (i = 0; i < b->groups_len; i++) {
         if (b->groups[i].pid == pid) {
-            b->last = i;
+            b->last = &b->groups[i];
             *out = &b->groups[i];
             return SP_OK;
         }
@@ -319,6 +320,7 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
             return SP_ERR_NOMEM;
         }
         b->groups = g;
+        b->last = NULL;     /* it pointed into the old array */
         for (i = b->groups_cap; i < cap; i++) {
             sp_buf_init(&g[i].resource, 0);
             sp_buf_init(&g[i].items, 0);
@@ -349,7 +351,8 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
         return SP_ERR_TOO_LONG;
     }
     b->size += g->size;
-    b->last = b->groups_len++;
+    b->groups_len++;
+    b->last = g;
     *created = true;
     *out = g;
     return SP_OK;
@@ -360,7 +363,7 @@ sp_ob_drop_new(sp_ob_batch *b, sp_ob_group *g)
 {
     b->size -= sp_ob_group_size(b, g);
     b->groups_len--;
-    b->last = 0;
+    b->last = NULL;
 }
 
 /* One record being written into a group. */
@@ -937,8 +940,8 @@ sp_traces_add_span_any(sp_ob_batch *b, const sp_resource *res,
     bool         created = false;
     sp_status    rc;
 
-    if (b->last < b->groups_len && b->groups[b->last].pid == v->pid) {
-        g = &b->groups[b->last];
+    if (b->last != NULL && b->last->pid == v->pid) {
+        g = b->last;
     } else if ((rc = sp_ob_group_get(b, res, v->pid, &g, &created))
                != SP_OK)
     {
@@ -1005,10 +1008,10 @@ sp_otlp_traces_add_span(sp_otlp_traces *t, const sp_resource *res,
     b = &t->batch;
     n = v->otlp_len;
     field = 3 + n;
-    if (b->last >= b->groups_len || n - 128 >= 16384 - 128) {
+    g = b->last;
+    if (g == NULL || n - 128 >= 16384 - 128) {
         return sp_traces_add_span_any(b, res, v);
     }
-    g = &b->groups[b->last];
     items = &g->items;
     len = items->len + field;
     if (g->pid != v->pid || g->sized != items->len || len >= g->grow_below
