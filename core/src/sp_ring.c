@@ -994,7 +994,9 @@ sp_ring_read(sp_ring *r, sp_record_view *out)
  * the record to it; and v may hold no more than run_max bytes with it,
  * which keeps what v holds within the ring. Damage in the positions
  * (head) met where no record is ready is left to the next sp_ring_read
- * too, which looks at them first. The alignment checks are one.
+ * too, which looks at them first. The record's position needs no
+ * alignment check: a view's end is an aligned tail plus lengths checked
+ * to be multiples of 8.
  */
 sp_status
 sp_ring_read_next(sp_ring *r, sp_record_view *v)
@@ -1020,7 +1022,7 @@ sp_ring_read_next(sp_ring *r, sp_record_view *v)
     head = atomic_load_explicit(&r->slot->head, memory_order_acquire);
     sp_hdr_words(h, &check, &total, &used, &type);
     room = head - at;
-    if (((head | at | total) & 7) != 0 || room > r->size
+    if (((head | total) & 7) != 0 || room > r->size
         || total < SP_HDR || total > r->size - off
         || total > room || used > total - SP_HDR
         || type - SP_RECORD_SAMPLE > SP_RECORD_OBJECTS - SP_RECORD_SAMPLE)
