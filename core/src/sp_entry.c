@@ -723,8 +723,12 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
     {
         return;
     }
+    /* Each at most 255 bytes, but both can take more than data: the
+     * subtraction below must not wrap. */
     head = h->authority_len + scheme_len;
-    if (len == 0 || len > sizeof(c->data) - head) {
+    if (len == 0 || head >= sizeof(c->data)
+        || len > sizeof(c->data) - head)
+    {
         return;
     }
     lens = (uint64_t)h->authority_len | (uint64_t)scheme_len << 8;

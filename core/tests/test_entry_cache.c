@@ -150,6 +150,25 @@ copied_from(const sp_entry_policy *p, const sp_entry *e,
                                      cached);
 }
 
+/* The policy the tests finish spans with, and a ring of 1 MiB in mem. */
+static sp_ring *
+setup_ring(sp_entry_policy *p, void **mem, sp_region **region)
+{
+    size_t   size = sp_region_size(1, 1 << 20);
+    sp_ring *ring;
+
+    memset(p, 0, sizeof(*p));
+    p->sampler = SP_SAMPLER_ALWAYS_ON;
+    sp_http_methods_standard(&p->known_methods);
+    *mem = aligned_alloc(64, size);
+    assert_non_null(*mem);
+    assert_int_equal(sp_region_init(*mem, size, 1, 1 << 20), SP_OK);
+    assert_int_equal(sp_region_attach(*mem, size, region), SP_OK);
+    ring = sp_region_claim(*region, 1);
+    assert_non_null(ring);
+    return ring;
+}
+
 static void
 spans_with_the_cache_are_the_bytes_without_it(void **state)
 {
@@ -162,23 +181,14 @@ spans_with_the_cache_are_the_bytes_without_it(void **state)
     sp_region      *region;
     sp_ring        *ring;
     void           *mem;
-    size_t          size = sp_region_size(1, 1 << 20);
     uint64_t        s = 0x9e3779b97f4a7c15ull;
     int             conn, i, same = 0, reused = 0;
     bool            repeat;
 
     (void)state;
     setup_values();
-    memset(&p, 0, sizeof(p));
-    p.sampler = SP_SAMPLER_ALWAYS_ON;
-    sp_http_methods_standard(&p.known_methods);
-    mem = aligned_alloc(64, size);
-    assert_non_null(mem);
     assert_non_null(ids);
-    assert_int_equal(sp_region_init(mem, size, 1, 1 << 20), SP_OK);
-    assert_int_equal(sp_region_attach(mem, size, &region), SP_OK);
-    ring = sp_region_claim(region, 1);
-    assert_non_null(ring);
+    ring = setup_ring(&p, &mem, &region);
     memset(&in, 0, sizeof(in));
 
     for (conn = 0; conn < 40; conn++) {
@@ -226,11 +236,76 @@ spans_with_the_cache_are_the_bytes_without_it(void **state)
     sp_idgen_destroy(ids);
 }
 
+/*
+ * A request whose authority and scheme are each short enough to be kept
+ * (at most 255 bytes) but together longer than the cache's data: the run
+ * is not kept, and nothing past the cache is written.
+ */
+static void
+a_long_authority_and_scheme_are_not_kept(void **state)
+{
+    static char     host[256], scheme[251];
+    sp_entry_policy p;
+    sp_entry_headers in;
+    sp_entry_http   h;
+    sp_entry        e;
+    sp_idgen       *ids = sp_idgen_create();
+    sp_region      *region;
+    sp_ring        *ring;
+    void           *mem;
+    size_t          i;
+    /* the cache and what an allocator might put after it */
+    struct {
+        sp_entry_cache cache;
+        unsigned char  after[1024];
+    } *kept = malloc(sizeof(*kept));
+
+    (void)state;
+    assert_non_null(kept);
+    assert_non_null(ids);
+    memset(host, 'h', 252);
+    memcpy(host + 252, ":80", 3);
+    memset(scheme, 's', 250);
+    ring = setup_ring(&p, &mem, &region);
+    memset(&in, 0, sizeof(in));
+    memset(&h, 0, sizeof(h));
+    h.method = "GET";
+    h.method_len = 3;
+    h.path = "/";
+    h.path_len = 1;
+    set(&h.authority, &h.authority_len, host);
+    set(&h.scheme, &h.scheme_len, scheme);
+    h.client_address = "192.0.2.1";
+    h.client_address_len = 9;
+    h.user_agent = "curl/8.0";
+    h.user_agent_len = 8;
+    h.status = 200;
+    h.pid = 7;
+    sp_entry_cache_init(&kept->cache);
+    memset(kept->after, 0x5a, sizeof(kept->after));
+
+    for (i = 0; i < 2; i++) {
+        sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+        assert_true(sp_entry_same_with_cache(&p, &e, &h, &kept->cache, ring,
+                                             plain, cached));
+    }
+    for (i = 0; i < sizeof(kept->after); i++) {
+        assert_int_equal(kept->after[i], 0x5a);
+    }
+    assert_true(kept->cache.lens == UINT64_MAX);
+
+    free(kept);
+    sp_region_detach(region);
+    free(mem);
+    sp_idgen_destroy(ids);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(spans_with_the_cache_are_the_bytes_without_it),
+        cmocka_unit_test(a_long_authority_and_scheme_are_not_kept),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
