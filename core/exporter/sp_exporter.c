@@ -202,9 +202,7 @@ struct sp_exporter_loop {
     uint64_t            next_counters_ms;
     sp_exporter_counters local;     /* the drain thread's, published */
     uint64_t            held_build; /* records in builders */
-    sp_ring            *drain_ring; /* the ring being drained, */
-    sp_record_view     *drain_view; /* the records read there, not freed, */
-    size_t              drain_bytes; /* and the bytes freed there */
+    bool                drain_pushed; /* a push while a record was taken */
     uint64_t            ring_full_base;
     uint64_t            ring_corrupt_base;
 
@@ -566,18 +564,6 @@ sp_evict_oldest_locked(sp_exporter_loop *e, int signal)
 
 static void sp_publish(sp_exporter_loop *e);
 
-/*
- * Frees the records of the ring being drained read so far: a ring's
- * records are read in runs (sp_ring_read_next) and freed once per run, at
- * its end or before a push, not one by one.
- */
-static void
-sp_drain_free(sp_exporter_loop *e)
-{
-    e->drain_bytes += sp_record_ring_bytes(e->drain_view);
-    sp_ring_consume(e->drain_ring, e->drain_view);
-}
-
 /* After quit or a deadline: every sender looks again. */
 static void
 sp_lanes_wake_locked(sp_exporter_loop *e)
@@ -606,13 +592,14 @@ sp_queue_push(sp_exporter_loop *e, sp_otlp_signal signal, uint64_t records)
     size_t           len;
 
     /*
-     * Records leave the drain thread here: those read so far are freed
-     * first, so that an exporter that dies once the sender has sent them
-     * does not leave them for the next one to read and send again.
+     * Records leave the drain thread here: those read so far are freed as
+     * soon as the record being taken is (sp_exporter_step), so that an
+     * exporter that dies once the sender has sent them does not leave
+     * them for the next one to read and send again. Not before: a push
+     * can come before the record's own span or sample is copied out of
+     * the ring (it did not fit), and writers may reuse what is freed.
      */
-    if (e->drain_ring != NULL) {
-        sp_drain_free(e);
-    }
+    e->drain_pushed = true;
     e->held_build -= records;
     if (e->sinks[signal].kind == SP_EXPORTER_NONE) {
         e->local.dropped_disabled += records;
@@ -1504,29 +1491,31 @@ sp_exporter_step(sp_exporter_loop *e)
         sp_ring       *ring = sp_region_ring(e->o.region, i);
         sp_ring_watch *w = &e->ring_watch[i];
         sp_record_view v;
-        size_t         k = 0;
+        size_t         k = 0, bytes = 0;
         sp_status      st = sp_ring_read(ring, &v);
 
-        e->drain_ring = ring;
-        e->drain_view = &v;
-        e->drain_bytes = 0;
+        /*
+         * In runs (sp_ring_read_next), freed once per run: at its end, or
+         * once a record whose take pushed a request is taken.
+         */
         while (st == SP_OK) {
+            e->drain_pushed = false;
             sp_record_take(e, &v);
-            if (++k < SP_DRAIN_BUDGET) {
+            if (++k < SP_DRAIN_BUDGET && !e->drain_pushed) {
                 st = sp_ring_read_next(ring, &v);
                 if (st == SP_OK) {
                     continue;
                 }
             }
-            sp_drain_free(e);
+            bytes += sp_record_ring_bytes(&v);
+            sp_ring_consume(ring, &v);
             if (k == SP_DRAIN_BUDGET || st == SP_ERR_NOT_FOUND) {
                 break;
             }
             st = sp_ring_read(ring, &v);
         }
-        e->drain_ring = NULL;
         total += k;
-        if (k == SP_DRAIN_BUDGET || e->drain_bytes > full) {
+        if (k == SP_DRAIN_BUDGET || bytes > full) {
             e->backlog = true;
         } else if (sp_ring_settle(e, ring, w, now)) {
             /* free and empty: a new claim brings it back (rescan) */

@@ -13,6 +13,7 @@
 #include "sp_test_grpc.h"
 #include "sp_config.h"
 #include "sp_exporter.h"
+#include "sp_otlp.h"
 #include "sp_otlp_client.h"
 #include "sp_otlp_json.h"
 #include "sp_record.h"
@@ -27,6 +28,10 @@ typedef struct fixture {
     sp_exporter_loop *e;
     uint64_t          now;
     char              path[64];
+    /* When not 0: the ring's bytes pending while a pass reads it, the
+     * clock counting the times it sees another number than 0 or this. */
+    uint64_t          pending_expect;
+    unsigned          pending_other;
 } fixture;
 
 static const char *const *test_env;
@@ -46,7 +51,16 @@ env(void *ctx, const char *name)
 static uint64_t
 fake_now(void *ctx)
 {
-    return ((fixture *)ctx)->now;
+    fixture         *f = ctx;
+    sp_ring_counters c;
+
+    if (f->pending_expect != 0) {
+        sp_ring_stats(f->ring, &c);
+        if (c.pending_bytes != 0 && c.pending_bytes != f->pending_expect) {
+            f->pending_other++;
+        }
+    }
+    return f->now;
 }
 
 static void
@@ -131,7 +145,7 @@ write_sample(fixture *f, uint8_t source)
 }
 
 static void
-write_span_to(sp_ring *ring, uint8_t n)
+write_span_of(sp_ring *ring, uint8_t n, uint32_t pid)
 {
     uint64_t       buf[64];
     sp_span_record s;
@@ -140,7 +154,7 @@ write_span_to(sp_ring *ring, uint8_t n)
     s.trace_id[0] = 0xab;
     s.span_id[7] = n;
     s.kind = SP_SPAN_KIND_SERVER;
-    s.pid = 4242;
+    s.pid = pid;
     s.start_ns = 1;
     s.end_ns = 2;
     s.name = "GET";
@@ -148,6 +162,12 @@ write_span_to(sp_ring *ring, uint8_t n)
     sp_span_encode(buf, &s, NULL, 0);
     assert_int_equal(sp_ring_write(ring, SP_RECORD_SPAN, buf,
                                    sp_span_size(&s, NULL, 0)), SP_OK);
+}
+
+static void
+write_span_to(sp_ring *ring, uint8_t n)
+{
+    write_span_of(ring, n, 4242);
 }
 
 static void
@@ -463,6 +483,45 @@ a_retry_sends_the_request_it_queued(void **state)
     sp_otlp_shutdown();
 }
 
+/*
+ * A span that does not fit in the traces request being built (one
+ * process too many: SP_OTLP_MAX_RESOURCES) pushes that request, then goes
+ * into the next: its record in the ring stays the exporter's until then.
+ * Freed with the records pushed, writers could write over it while it was
+ * copied. Each pass reads a span of a new process and one more of it;
+ * the clock, which the pass reads as the span starts a request, sees both
+ * records pending, or none once the pass is done.
+ */
+static void
+a_span_is_kept_in_the_ring_until_it_is_taken(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "none",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100000",
+        "OTEL_BSP_MAX_QUEUE_SIZE", "100000", NULL };
+    sp_exporter_counters c;
+    sp_ring_counters     rc;
+    fixture              f;
+    uint32_t             pid;
+
+    (void)state;
+    setup_with(&f, vars);
+    for (pid = 1; pid <= SP_OTLP_MAX_RESOURCES + 1; pid++) {
+        write_span_of(f.ring, 1, pid);
+        write_span_of(f.ring, 2, pid);
+        sp_ring_stats(f.ring, &rc);
+        f.pending_expect = rc.pending_bytes;
+        assert_int_equal(sp_exporter_step(f.e), 2);
+        f.pending_expect = 0;
+    }
+    sp_exporter_counters_get(f.e, &c);
+    /* the request of SP_OTLP_MAX_RESOURCES processes was pushed */
+    assert_int_equal(c.dropped_disabled, 2 * SP_OTLP_MAX_RESOURCES);
+    assert_int_equal(c.held, 2);
+    assert_int_equal(f.pending_other, 0);
+    teardown(&f);
+}
+
 int
 main(void)
 {
@@ -475,6 +534,7 @@ main(void)
         cmocka_unit_test(a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog),
         cmocka_unit_test(json_escapes_and_rejects_garbage),
         cmocka_unit_test(a_retry_sends_the_request_it_queued),
+        cmocka_unit_test(a_span_is_kept_in_the_ring_until_it_is_taken),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
