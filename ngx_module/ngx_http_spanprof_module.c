@@ -203,6 +203,8 @@ static ngx_int_t ngx_http_spanprof_log_moved(void);
 static ngx_int_t ngx_http_spanprof_init_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_exit_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_poll(ngx_event_t *ev);
+static ngx_inline void *ngx_http_spanprof_cleanup_data(ngx_pool_t *pool,
+    ngx_pool_cleanup_pt handler);
 static ngx_http_spanprof_ctx_t *ngx_http_spanprof_get_ctx(
     ngx_http_request_t *r);
 static void ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx);
@@ -1593,10 +1595,29 @@ ngx_http_spanprof_exit_process(ngx_cycle_t *cycle)
 
 /* ---- requests */
 
+/*
+ * The data of the first cleanup of pool with this handler, which marks
+ * what the module keeps there (nginx has no slot for a module's data on
+ * a pool or a connection); NULL when it has none.
+ */
+static ngx_inline void *
+ngx_http_spanprof_cleanup_data(ngx_pool_t *pool, ngx_pool_cleanup_pt handler)
+{
+    ngx_pool_cleanup_t  *cln;
+
+    for (cln = pool->cleanup; cln; cln = cln->next) {
+        if (cln->handler == handler) {
+            return cln->data;
+        }
+    }
+
+    return NULL;
+}
+
+
 static ngx_http_spanprof_ctx_t *
 ngx_http_spanprof_get_ctx(ngx_http_request_t *r)
 {
-    ngx_pool_cleanup_t       *cln;
     ngx_http_spanprof_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
@@ -1606,15 +1627,13 @@ ngx_http_spanprof_get_ctx(ngx_http_request_t *r)
 
     /* An internal redirect clears the module contexts; the pool cleanup
      * that ends the span still holds it. */
-    for (cln = r->main->pool->cleanup; cln; cln = cln->next) {
-        if (cln->handler == ngx_http_spanprof_finish) {
-            ctx = cln->data;
-            ngx_http_set_ctx(r->main, ctx, ngx_http_spanprof_module);
-            return ctx;
-        }
+    ctx = ngx_http_spanprof_cleanup_data(r->main->pool,
+                                         ngx_http_spanprof_finish);
+    if (ctx != NULL) {
+        ngx_http_set_ctx(r->main, ctx, ngx_http_spanprof_module);
     }
 
-    return NULL;
+    return ctx;
 }
 
 
@@ -2633,6 +2652,7 @@ ngx_http_spanprof_cache_mark(void *data)
 static sp_entry_cache *
 ngx_http_spanprof_cache(ngx_http_request_t *r)
 {
+    sp_entry_cache      *cache;
     ngx_connection_t    *c;
     ngx_pool_cleanup_t  *cln;
 
@@ -2644,10 +2664,10 @@ ngx_http_spanprof_cache(ngx_http_request_t *r)
         return NULL;
     }
 
-    for (cln = c->pool->cleanup; cln; cln = cln->next) {
-        if (cln->handler == ngx_http_spanprof_cache_mark) {
-            return cln->data;
-        }
+    cache = ngx_http_spanprof_cleanup_data(c->pool,
+                                           ngx_http_spanprof_cache_mark);
+    if (cache != NULL) {
+        return cache;
     }
 
     cln = ngx_pool_cleanup_add(c->pool, sizeof(sp_entry_cache));
