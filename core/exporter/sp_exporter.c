@@ -1655,13 +1655,11 @@ sp_rings_unread(sp_exporter_loop *e, uint64_t *consumed)
  * exported) or not (it went on to its own last flush, or hangs): only
  * then is what the workers wrote lost, and then the rings hold records
  * that nobody has consumed for a while (a reader drains them every 10
- * ms).
+ * ms). unread: the bytes they hold now (sp_rings_unread).
  */
 static void
-sp_claim_give_up(sp_exporter_loop *e, uint64_t idle_ms)
+sp_claim_give_up(sp_exporter_loop *e, uint64_t unread, uint64_t idle_ms)
 {
-    uint64_t consumed, unread = sp_rings_unread(e, &consumed);
-
     if (unread > 0 && idle_ms >= SP_READER_IDLE_MS) {
         sp_log(e, SP_LOG_WARN, "stopped while another exporter holds the "
                "region but has read nothing for %llu ms: what the workers "
@@ -1679,7 +1677,7 @@ sp_status
 sp_exporter_claim(sp_exporter_loop *e)
 {
     bool     waited = false;
-    uint64_t consumed, seen = 0, progress_ms = 0, now;
+    uint64_t consumed, unread, seen = 0, progress_ms = 0, now;
 
     /* Once at least: asked to stop before it ran, it still reads and
      * exports what the workers wrote. */
@@ -1707,16 +1705,15 @@ sp_exporter_claim(sp_exporter_loop *e)
                 return SP_ERR_NOT_FOUND;
             }
             now = sp_monotonic_ms();
-            if (sp_rings_unread(e, &consumed) == 0 || consumed != seen
-                || progress_ms == 0)
-            {
+            unread = sp_rings_unread(e, &consumed);
+            if (unread == 0 || consumed != seen || progress_ms == 0) {
                 seen = consumed;
                 progress_ms = now;
             }
             if (e->stop_seen_ms == 0) {
                 e->stop_seen_ms = now;
             } else if (now >= sp_stop_end(e, true)) {
-                sp_claim_give_up(e, now - progress_ms);
+                sp_claim_give_up(e, unread, now - progress_ms);
                 return SP_ERR_NOT_FOUND;
             }
         }
