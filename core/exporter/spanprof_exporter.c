@@ -28,7 +28,9 @@
 #include "sp_shm.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,13 +38,19 @@
 #include <time.h>
 #include <unistd.h>
 
-static sp_exporter_loop *volatile sp_running;
+/*
+ * The loop the stop signals stop, and how many of their handlers may be
+ * using it: a handler runs on whichever thread the kernel picks, gRPC's
+ * included, so main waits for none to be left before it frees the loop.
+ */
+static _Atomic(sp_exporter_loop *) sp_running;
+static atomic_int                  sp_handlers_running;
 /* The most verbose sp_log_level written (SP_EXPORTER_LOG_LEVEL_ENV); -1:
  * none, for a server that logs only what is worse than an error. */
 static int sp_log_max = SP_LOG_INFO;
 /* A stop, and a fast one, asked before the loop existed. */
-static volatile sig_atomic_t sp_stop_asked;
-static volatile sig_atomic_t sp_stop_fast_asked;
+static atomic_int sp_stop_asked;
+static atomic_int sp_stop_fast_asked;
 /* The server's error log format, from SPANPROF_SERVER (sp_log_prefix.h). */
 static sp_log_style sp_style = SP_LOG_STYLE_PLAIN;
 
@@ -140,17 +148,26 @@ sp_env(void *ctx, const char *name)
 static void
 sp_on_signal(int sig)
 {
+    sp_exporter_loop *e;
+    int               saved = errno;
+
+    /* Counted before the loop is looked at: main, which clears the loop
+     * first, then sees this handler and waits. */
+    atomic_fetch_add(&sp_handlers_running, 1);
     if (sig == SIGINT) {
-        sp_stop_fast_asked = 1;
+        atomic_store(&sp_stop_fast_asked, 1);
     }
-    sp_stop_asked = 1;
-    if (sp_running != NULL) {
+    atomic_store(&sp_stop_asked, 1);
+    e = atomic_load(&sp_running);
+    if (e != NULL) {
         if (sig == SIGINT) {
-            sp_exporter_stop_fast(sp_running);
+            sp_exporter_stop_fast(e);
         } else {
-            sp_exporter_stop(sp_running);
+            sp_exporter_stop(e);
         }
     }
+    atomic_fetch_sub(&sp_handlers_running, 1);
+    errno = saved;
 }
 
 static uint64_t
@@ -288,10 +305,11 @@ main(int argc, char **argv)
         sp_config_destroy(c);
         return 1;
     }
-    sp_running = e;
-    if (sp_stop_fast_asked) {
+    /* A stop asked before the handler could see the loop. */
+    atomic_store(&sp_running, e);
+    if (atomic_load(&sp_stop_fast_asked)) {
         sp_exporter_stop_fast(e);
-    } else if (sp_stop_asked) {
+    } else if (atomic_load(&sp_stop_asked)) {
         sp_exporter_stop(e);
     }
 
@@ -311,7 +329,10 @@ main(int argc, char **argv)
     sp_say(SP_LOG_INFO, msg);
 
     sp_exporter_run(e);
-    sp_running = NULL;
+    atomic_store(&sp_running, NULL);
+    while (atomic_load(&sp_handlers_running) > 0) {
+        sched_yield();
+    }
     sp_exporter_destroy(e);
     sp_otlp_shutdown();
     sp_region_detach(region);
