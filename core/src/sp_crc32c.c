@@ -111,17 +111,20 @@ sp_load64(const unsigned char *p)
 }
 
 /*
- * Sixteen words an iteration, the odd words first through a jump into a
- * run of crc32s: a loop's add, compare and branch per word would be as
+ * Thirty-two words an iteration, the odd words first through a jump into
+ * a run of crc32s: a loop's add, compare and branch per word would be as
  * many instructions again as the crc32s (callgrind counts them on both
- * sides of the ring for every record), and per 128 bytes they are three
- * of nineteen; a span's record (about 400 bytes) takes three iterations
- * rather than six of 64 bytes. The loads fold into the crc32s' memory
- * operands; x86 is little-endian, so a word's bytes go in memory order,
- * as the software path takes them.
+ * sides of the ring for every record), and per 256 bytes they are three
+ * of thirty-five; a span's record (about 400 bytes) takes one iteration
+ * rather than three of 128 bytes (6 instructions fewer a record). The
+ * loads fold into the crc32s' memory operands; x86 is little-endian, so
+ * a word's bytes go in memory order, as the software path takes them.
  */
 #define SP_CRC_AT(k) (c = _mm_crc32_u64(c, sp_load64(p - 8 * (k))))
 #define SP_CRC_NEXT(k) (c = _mm_crc32_u64(c, sp_load64(p + 8 * (k))))
+#define SP_CRC_NEXT4(k) \
+    (SP_CRC_NEXT(k), SP_CRC_NEXT(k + 1), SP_CRC_NEXT(k + 2), \
+     SP_CRC_NEXT(k + 3))
 __attribute__((target("sse4.2"))) uint32_t
 sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
 {
@@ -130,8 +133,24 @@ sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
     uint32_t             v;
     size_t               words = len >> 3;
 
-    p += (words & 15) * 8;
-    switch (words & 15) {
+    p += (words & 31) * 8;
+    switch (words & 31) {
+    case 31: SP_CRC_AT(31); /* fallthrough */
+    case 30: SP_CRC_AT(30); /* fallthrough */
+    case 29: SP_CRC_AT(29); /* fallthrough */
+    case 28: SP_CRC_AT(28); /* fallthrough */
+    case 27: SP_CRC_AT(27); /* fallthrough */
+    case 26: SP_CRC_AT(26); /* fallthrough */
+    case 25: SP_CRC_AT(25); /* fallthrough */
+    case 24: SP_CRC_AT(24); /* fallthrough */
+    case 23: SP_CRC_AT(23); /* fallthrough */
+    case 22: SP_CRC_AT(22); /* fallthrough */
+    case 21: SP_CRC_AT(21); /* fallthrough */
+    case 20: SP_CRC_AT(20); /* fallthrough */
+    case 19: SP_CRC_AT(19); /* fallthrough */
+    case 18: SP_CRC_AT(18); /* fallthrough */
+    case 17: SP_CRC_AT(17); /* fallthrough */
+    case 16: SP_CRC_AT(16); /* fallthrough */
     case 15: SP_CRC_AT(15); /* fallthrough */
     case 14: SP_CRC_AT(14); /* fallthrough */
     case 13: SP_CRC_AT(13); /* fallthrough */
@@ -149,11 +168,10 @@ sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
     case 1: SP_CRC_AT(1);   /* fallthrough */
     default: break;
     }
-    for (end = p + (words >> 4) * 128; p != end; p += 128) {
-        SP_CRC_NEXT(0);  SP_CRC_NEXT(1);  SP_CRC_NEXT(2);  SP_CRC_NEXT(3);
-        SP_CRC_NEXT(4);  SP_CRC_NEXT(5);  SP_CRC_NEXT(6);  SP_CRC_NEXT(7);
-        SP_CRC_NEXT(8);  SP_CRC_NEXT(9);  SP_CRC_NEXT(10); SP_CRC_NEXT(11);
-        SP_CRC_NEXT(12); SP_CRC_NEXT(13); SP_CRC_NEXT(14); SP_CRC_NEXT(15);
+    for (end = p + (words >> 5) * 256; p != end; p += 256) {
+        SP_CRC_NEXT4(0);  SP_CRC_NEXT4(4);  SP_CRC_NEXT4(8);
+        SP_CRC_NEXT4(12); SP_CRC_NEXT4(16); SP_CRC_NEXT4(20);
+        SP_CRC_NEXT4(24); SP_CRC_NEXT4(28);
     }
     v = (uint32_t)c;
     if (len & 4) {
@@ -177,6 +195,7 @@ sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
 }
 #undef SP_CRC_AT
 #undef SP_CRC_NEXT
+#undef SP_CRC_NEXT4
 
 #endif
 
