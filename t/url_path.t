@@ -36,6 +36,11 @@ my @cases = (
     [ 'http://h.example/p%20q?x=%2F', '/p%20q', 'x=%2F' ],
     [ 'http://h.example?x=/y', '', 'x=/y' ],
     [ '/old/x%41?orig=1', '/old/x%41', 'orig=1' ],   # rewritten
+    # a '?' after what nginx's parser marks complex (a dot segment) or
+    # quoted, and after an authority's port: nginx looks for it there
+    [ '/./index.html?dot=1', '/./index.html', 'dot=1' ],
+    [ '/index%2Ehtml?q=%3F', '/index%2Ehtml', 'q=%3F' ],
+    [ 'http://h.example:80?x=1', '', 'x=1' ],
     # a fragment, which clients should not send, is no part of either
     # (nginx answers such a request; httpd refuses it, before the headers)
     [ '/index.html#top', '/index.html', '', 'nginx' ],
