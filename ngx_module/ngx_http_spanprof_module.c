@@ -2698,7 +2698,7 @@ static void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
 {
     u_char                        *query, *last, *hash;
-    ngx_uint_t                     status;
+    ngx_uint_t                     status, refused;
     sp_entry_http                  h;
     ngx_connection_t              *c;
     ngx_http_request_t            *r;
@@ -2745,14 +2745,20 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
      * r->args; nothing changes r->unparsed_uri.
      */
     target = r->unparsed_uri;
+    refused = 0;
 
-    /* nginx sets it only once the target has parsed: one it refuses
-     * (400 for "/%ZZ") is still where the request line was read. */
+    /*
+     * nginx sets it only once the target has parsed: one it refuses
+     * (400 for "/%ZZ") is still where the request line was read. An
+     * HTTP/2 :path it refuses ("/a b?x") is whole there, though its
+     * parser stopped at the bad byte, before any '#' or '?' it notes.
+     */
     if (target.len == 0 && r->uri_start != NULL
         && r->uri_end > r->uri_start)
     {
         target.data = r->uri_start;
         target.len = r->uri_end - r->uri_start;
+        refused = 1;
     }
 
     /*
@@ -2760,7 +2766,7 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
      * query (RFC 3986), a '?' after the '#' neither; nginx's parser marks
      * a target with a '#' complex, so most requests skip the search.
      */
-    if (r->complex_uri) {
+    if (r->complex_uri || refused) {
         hash = memchr(target.data, '#', target.len);
         if (hash != NULL) {
             target.len = hash - target.data;
@@ -2771,14 +2777,14 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
      * nginx's parser notes where the query starts (args_start) at a '?',
      * but in a target it marks complex or quoted, or whose path is empty,
      * where it may pass one or reuse args_start: any other target without
-     * args_start holds no '?', and most requests skip the search (-18
-     * instructions a request, callgrind).
+     * args_start holds no '?' (but one refused part way may), and most
+     * requests skip the search (-18 instructions a request, callgrind).
      */
     last = target.data + target.len;
     query = NULL;
 
     if (r->args_start != NULL || r->complex_uri || r->quoted_uri
-        || r->empty_path_in_uri)
+        || r->empty_path_in_uri || refused)
     {
         query = memchr(target.data, '?', target.len);
     }
