@@ -130,9 +130,12 @@ sub cases {
 # (a span then copies the attributes the connection's previous one wrote,
 # sp_entry_cache) and some changing Host, User-Agent or a proxy's header,
 # also to a value of the same length: each span has its own request's
-# server.address, server.port and user_agent.original.
+# server.address, server.port and user_agent.original. Pipelined: all
+# sent in one write, so that a request begins while the one before it has
+# not ended (its answer not yet written).
 sub check_keepalive {
-    my ($server, $recv, $port) = @_;
+    my ($server, $recv, $port, $pipelined) = @_;
+    my $how = $pipelined ? 'pipelined' : 'keep-alive';
     my @plan = (
         [ 'a.example:8001', 'agent-one' ], [ 'a.example:8001', 'agent-one' ],
         [ 'a.example:8001', 'agent-one' ], [ 'b.example:8002', 'agent-two' ],
@@ -149,16 +152,20 @@ sub check_keepalive {
             "Host: $host", "User-Agent: $agent", @more,
             "traceparent: 00-$trace-00f067aa0ba902b7-01", '', '');
     }
-    my @codes = keepalive_answers($port, @requests);
+    $requests[-1] =~ s/\r\n\r\n\z/\r\nConnection: close\r\n\r\n/
+        if $pipelined;
+    my @codes = $pipelined
+        ? raw_answer($port, join '', @requests) =~ m{^HTTP/1\.1 (\d+)}mg
+        : keepalive_answers($port, @requests);
     is(join(',', @codes), join(',', (200) x @plan),
-       "$server: requests on one keep-alive connection answered 200");
+       "$server: $how requests on one connection answered 200");
     for my $i (0 .. $#plan) {
         my ($host, $agent, @more) = @{ $plan[$i] };
         my ($want_host, $want_port) = $host =~ /^([^:]+)(?::(\d+))?$/;
         ($want_host, $want_port) = ('fwd.example', 9) if @more;
         $want_port //= 80;
         my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $traces[$i] });
-        my $what = "$server: keep-alive request " . ($i + 1);
+        my $what = "$server: $how request " . ($i + 1);
         ok($span, "$what: the span arrives") or next;
         my $attr = sub {
             Spanprof::Receiver::attribute($span->{attributes}, $_[0]) // '' };
@@ -209,6 +216,7 @@ EXTRA
             [ 'X-Test-Rewrite: 1', 'X-Forwarded-Host: client.example:7000',
               'Host: inner.example:81' ], 'client.example', 7000 ]);
     check_keepalive('httpd', $recv, $port);
+    check_keepalive('httpd', $recv, $port, 'pipelined');
     stop($httpd);
 }
 
