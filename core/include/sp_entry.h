@@ -110,6 +110,9 @@ typedef struct sp_entry_cache {
 
 SP_API void sp_entry_cache_init(sp_entry_cache *c);
 
+/* A length that says: up to the string's NUL (sp_entry_http). */
+#define SP_ENTRY_TO_NUL ((size_t)-1)
+
 /* What the server knows of the request when it ends. Strings may be NULL
  * (attribute left out); lengths as given. */
 typedef struct sp_entry_http {
@@ -134,7 +137,8 @@ typedef struct sp_entry_http {
     const char *forwarded_host; size_t forwarded_host_len;
     const char *authority;      size_t authority_len;
     /* When none does: the server's own name and the port the request
-     * came in on. */
+     * came in on. server_address_len may be SP_ENTRY_TO_NUL: the name
+     * up to its NUL, measured only when it is used. */
     const char *server_address; size_t server_address_len; /* host, no
                                        port; "[::1]" is written "::1" */
     int64_t     server_port;                    /* 0: left out */

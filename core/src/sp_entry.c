@@ -551,6 +551,9 @@ sp_entry_origin_of(const sp_entry_http *h, sp_entry_origin *o)
      * the conventions write addresses. */
     a->host = h->server_address;
     a->host_len = h->server_address_len;
+    if (a->host_len == SP_ENTRY_TO_NUL) {
+        a->host_len = a->host != NULL ? strlen(a->host) : 0;
+    }
     a->port = h->server_port;
     if (a->host != NULL && a->host_len > 2 && a->host[0] == '['
         && a->host[a->host_len - 1] == ']')

@@ -530,6 +530,9 @@ unknown_methods_are_other_and_the_list_can_be_replaced(void **state)
     assert_string_equal(original, "POST");
 }
 
+/* origin_of() gives the server's name with SP_ENTRY_TO_NUL. */
+static bool server_to_nul;
+
 /* "scheme|address|port" of the span of a request with these sources
  * (NULL: not received), over http. */
 static const char *
@@ -553,6 +556,9 @@ origin_of(const char *forwarded, const char *forwarded_proto,
     SOURCE(authority, authority);
     SOURCE(server_address, server_address);
 #undef SOURCE
+    if (server_to_nul) {
+        h.server_address_len = SP_ENTRY_TO_NUL;
+    }
     h.server_port = port;
     h.status = 200;
     m = finished_span(&p, &h);
@@ -635,6 +641,25 @@ server_is_where_the_client_addressed_the_request(void **state)
                         "https|public.example|8443");
 }
 
+/* The server's name given up to its NUL: the same span as with its
+ * length, the name read only when no authority names the server. */
+static void
+server_name_up_to_its_nul(void **state)
+{
+    (void)state;
+    server_to_nul = true;
+    assert_string_equal(server_of(NULL, NULL, NULL, "localhost", 8080),
+                        "localhost|8080");
+    assert_string_equal(server_of(NULL, NULL, "", "[::1]", 8080),
+                        "::1|8080");
+    assert_string_equal(server_of(NULL, NULL, "<script>", "localhost", 81),
+                        "localhost|81");
+    assert_string_equal(server_of(NULL, NULL, "example.com:8080",
+                                  "ignored", 9999), "example.com|8080");
+    assert_string_equal(server_of(NULL, NULL, NULL, NULL, 0), "|");
+    server_to_nul = false;
+}
+
 int
 main(void)
 {
@@ -650,6 +675,7 @@ main(void)
         cmocka_unit_test(error_type_is_the_status_code_of_a_5xx),
         cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
         cmocka_unit_test(server_is_where_the_client_addressed_the_request),
+        cmocka_unit_test(server_name_up_to_its_nul),
         cmocka_unit_test(
             unknown_methods_are_other_and_the_list_can_be_replaced),
     };
