@@ -994,16 +994,31 @@ spanprof_len(const char *s)
  * url.path as the client sent it, and its length; NULL: none. httpd
  * decodes and normalizes r->parsed_uri.path in place. An absolute-form
  * target's path follows its authority; the query and a fragment end it,
- * as apr_uri_parse() says.
+ * as apr_uri_parse() says. query_len: the length of r->parsed_uri.query.
  */
 static const char *
-spanprof_target_path(request_rec *r, size_t *len)
+spanprof_target_path(request_rec *r, size_t query_len, size_t *len)
 {
     const char *path = r->unparsed_uri, *scheme_end;
 
     *len = 0;
     if (path == NULL) {
         return NULL;
+    }
+    /*
+     * An origin-form target, which apr_uri_parse() parsed as a path (not
+     * CONNECT's host:port, which has none): the query it cut after the
+     * first '?' runs to the end when there is no fragment, so the path
+     * is the rest (r->args is the query: httpd's modules replace it, not
+     * change it). A strcspn() for every request was ~40 instructions
+     * more (callgrind).
+     */
+    if (path[0] == '/' && r->parsed_uri.path != NULL
+        && r->parsed_uri.fragment == NULL)
+    {
+        *len = strlen(path)
+               - (r->parsed_uri.query != NULL ? query_len + 1 : 0);
+        return path;
     }
     if (path[0] != '/' && r->parsed_uri.hostname != NULL) {
         scheme_end = strstr(path, "://");
@@ -1089,7 +1104,8 @@ spanprof_record(spanprof_request *sr)
     request_rec       *r = sr->initial, *last = spanprof_final(r);
     spanprof_dir_conf *d;
     const char        *route = NULL, *path, *version, *authority, *scheme;
-    size_t             route_len = 0, path_len, client_len, peer_len;
+    size_t             route_len = 0, path_len, query_len, client_len,
+                       peer_len;
     int64_t            status;
 
     if (sr->stream_end != NULL) {
@@ -1117,7 +1133,8 @@ spanprof_record(spanprof_request *sr)
         route = last->handler;
         route_len = strlen(last->handler);
     }
-    path = spanprof_target_path(r, &path_len);
+    query_len = spanprof_len(r->parsed_uri.query);
+    path = spanprof_target_path(r, query_len, &path_len);
     /* An absolute-form target names the server in the request line; else
      * Host, which mod_http2 makes of :authority. r->hostname has lost the
      * port. */
@@ -1162,7 +1179,7 @@ spanprof_record(spanprof_request *sr)
             .path = path,
             .path_len = path_len,
             .query = r->parsed_uri.query,
-            .query_len = spanprof_len(r->parsed_uri.query),
+            .query_len = query_len,
             .scheme = scheme,
             .scheme_len = spanprof_len(scheme),
             .forwarded = sr->header[SPANPROF_H_FORWARDED],

@@ -33,6 +33,9 @@ my @cases = (
     [ '/sub/../index.html', '/sub/../index.html', '' ],
     [ '/%69ndex.html', '/%69ndex.html', '' ],
     [ '/index.html?', '/index.html', '' ],
+    # the path ends at the first '?', after slashes httpd parses past
+    [ '//index.html?a?b', '//index.html', 'a?b' ],
+    [ '/index.html??', '/index.html', '?' ],
     [ 'http://h.example/p%20q?x=%2F', '/p%20q', 'x=%2F' ],
     [ 'http://h.example?x=/y', '', 'x=/y' ],
     [ '/old/x%41?orig=1', '/old/x%41', 'orig=1' ],   # rewritten
