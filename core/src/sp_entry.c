@@ -621,8 +621,6 @@ sp_same_bytes(const void *a, const void *b, size_t n)
     return true;
 }
 
-/* A value's length as the span writes it: none when it is NULL. */
-#define SP_ENTRY_LEN(v, len)    ((v) != NULL ? (len) : 0)
 
 /* The cached values of h, in the order of value_off and of lens. */
 typedef struct sp_entry_value {
@@ -634,13 +632,13 @@ static inline __attribute__((always_inline)) void
 sp_entry_cached_values(const sp_entry_http *h, sp_entry_value *v)
 {
     v[0].v = h->client_address;
-    v[0].len = SP_ENTRY_LEN(h->client_address, h->client_address_len);
+    v[0].len = h->client_address_len;
     v[1].v = h->peer_address;
-    v[1].len = SP_ENTRY_LEN(h->peer_address, h->peer_address_len);
+    v[1].len = h->peer_address_len;
     v[2].v = h->protocol_version;
-    v[2].len = SP_ENTRY_LEN(h->protocol_version, h->protocol_version_len);
+    v[2].len = h->protocol_version_len;
     v[3].v = h->user_agent;
-    v[3].len = SP_ENTRY_LEN(h->user_agent, h->user_agent_len);
+    v[3].len = h->user_agent_len;
 }
 
 /* Keys of the cached values, in the same order. */
@@ -670,11 +668,11 @@ sp_entry_cache_hit(const sp_entry_cache *c, const sp_entry_http *h)
         return false;
     }
     a = h->authority_len;
-    s = SP_ENTRY_LEN(h->scheme, h->scheme_len);
-    cl = SP_ENTRY_LEN(h->client_address, h->client_address_len);
-    pe = SP_ENTRY_LEN(h->peer_address, h->peer_address_len);
-    ve = SP_ENTRY_LEN(h->protocol_version, h->protocol_version_len);
-    ua = SP_ENTRY_LEN(h->user_agent, h->user_agent_len);
+    s = h->scheme_len;
+    cl = h->client_address_len;
+    pe = h->peer_address_len;
+    ve = h->protocol_version_len;
+    ua = h->user_agent_len;
     if (((a | s | cl | pe | ve | ua) >> 8) != 0
         || ((uint64_t)a | (uint64_t)s << 8 | (uint64_t)cl << 16
             | (uint64_t)pe << 24 | (uint64_t)ve << 32 | (uint64_t)ua << 40)
@@ -719,7 +717,7 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
 
     c->lens = SP_ENTRY_CACHE_EMPTY;
     sp_entry_cached_values(h, vals);
-    scheme_len = SP_ENTRY_LEN(h->scheme, h->scheme_len);
+    scheme_len = h->scheme_len;
     if (!from_authority || h->forwarded != NULL
         || h->forwarded_proto != NULL || h->forwarded_host != NULL
         || h->authority_len > UINT8_MAX || scheme_len > UINT8_MAX)
@@ -789,7 +787,7 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
     if (cache != NULL && sp_entry_cache_hit(cache, h)) {
         hit = cache;
         origin.scheme = h->scheme;
-        origin.scheme_len = SP_ENTRY_LEN(h->scheme, h->scheme_len);
+        origin.scheme_len = h->scheme_len;
         origin.server.host = NULL;
         origin.server.host_len = cache->host_len;
         origin.server.port = 0;
