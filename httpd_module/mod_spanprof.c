@@ -1000,6 +1000,7 @@ static const char *
 spanprof_target_path(request_rec *r, size_t query_len, size_t *len)
 {
     const char *path = r->unparsed_uri, *scheme_end;
+    size_t      n, cut;
 
     *len = 0;
     if (path == NULL) {
@@ -1009,16 +1010,22 @@ spanprof_target_path(request_rec *r, size_t query_len, size_t *len)
      * An origin-form target, which apr_uri_parse() parsed as a path (not
      * CONNECT's host:port, which has none): the query it cut after the
      * first '?' runs to the end when there is no fragment, so the path
-     * is the rest (r->args is the query: httpd's modules replace it, not
-     * change it). A strcspn() for every request was ~40 instructions
-     * more (callgrind).
+     * is the rest. A strcspn() for every request was ~40 instructions
+     * more (callgrind). r->args is that query: httpd's modules replace
+     * it rather than change it, but one that unescaped it in place would
+     * make it shorter than what the client sent, so the '?' is checked
+     * where the path would end, and a query that does not fit falls to
+     * the search.
      */
     if (path[0] == '/' && r->parsed_uri.path != NULL
         && r->parsed_uri.fragment == NULL)
     {
-        *len = strlen(path)
-               - (r->parsed_uri.query != NULL ? query_len + 1 : 0);
-        return path;
+        n = strlen(path);
+        cut = r->parsed_uri.query != NULL ? query_len + 1 : 0;
+        if (cut == 0 || (cut <= n && path[n - cut] == '?')) {
+            *len = n - cut;
+            return path;
+        }
     }
     if (path[0] != '/' && r->parsed_uri.hostname != NULL) {
         scheme_end = strstr(path, "://");
