@@ -7,6 +7,7 @@
 #include "sp_test.h"
 #include "sp_entry.h"
 #include "sp_record.h"
+#include "sp_entry_twice.h"
 
 #include "opentelemetry/proto/trace/v1/trace.pb-c.h"
 
@@ -533,6 +534,87 @@ unknown_methods_are_other_and_the_list_can_be_replaced(void **state)
 /* origin_of() gives the server's name with SP_ENTRY_TO_NUL. */
 static bool server_to_nul;
 
+/*
+ * A span of p for h and the same span of a policy that knows the same
+ * methods as a list (not the standard one, so asked method by method):
+ * the same bytes. 1 when they are.
+ */
+static int
+same_as_listed(const sp_entry_policy *p, const sp_entry *e,
+               const sp_entry_http *h, sp_ring *ring)
+{
+    static unsigned char a[SP_ENTRY_TWICE_MAX], b[SP_ENTRY_TWICE_MAX];
+    sp_entry_policy      listed = *p;
+    static const char    reordered[] =
+        "TRACE,PUT,POST,PATCH,OPTIONS,HEAD,GET,DELETE,CONNECT";
+    size_t               n, m;
+
+    assert_int_equal(sp_http_methods_parse(reordered,
+                                           sizeof(reordered) - 1,
+                                           &listed.known_methods), SP_OK);
+    assert_false(listed.known_methods.standard);
+    assert_int_equal(sp_entry_finish(p, e, h, ring), SP_OK);
+    n = sp_entry_take(ring, a);
+    assert_int_equal(sp_entry_finish(&listed, e, h, ring), SP_OK);
+    m = sp_entry_take(ring, b);
+    return n > 0 && n == m && memcmp(a, b, n) == 0;
+}
+
+/*
+ * With the standard list, a standard method's attribute and the name's
+ * method are copied from constants: each method, and ones like them (of
+ * the same length, letters, first letter and length, a prefix or more),
+ * with a route, none, or one that makes the name long or not ASCII, is
+ * the bytes the general path writes.
+ */
+static void
+standard_methods_are_the_bytes_of_the_general_path(void **state)
+{
+    static const char *const methods[] = {
+        "CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST",
+        "PUT", "TRACE", "GOT", "get", "GEt", "FET", "gET", "GE", "G",
+        "GETS", "PUTT", "HEAX", "POS", "POSTS", "PATCHY", "TRACF",
+        "DELETF", "OPTIONR", "CONNECTS", "CONNEC", "PROPFIND",
+        "\xc7" "ET", "GE\xd4", "", NULL
+    };
+    static char     long_route[300];
+    const char     *routes[] = { "/", NULL, "/api/x", long_route,
+                                 "/caf\xc3\xa9" };
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.1);
+    sp_entry        e;
+    sp_entry_http   h;
+    void           *mem;
+    sp_region      *region;
+    sp_ring        *ring;
+    size_t          i, j;
+
+    (void)state;
+    memset(long_route, 'r', sizeof(long_route) - 1);
+    ring = one_ring(1 << 20, &mem, &region);
+    e = begin(&p, NULL, NULL, NULL);
+    memset(&h, 0, sizeof(h));
+    h.path = "/x"; h.path_len = 2;
+    h.status = 200;
+    h.end_ns = e.start_ns + 1;
+    h.pid = 1234;
+    for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        for (j = 0; j < sizeof(routes) / sizeof(routes[0]); j++) {
+            h.method = methods[i];
+            h.method_len = methods[i] != NULL ? strlen(methods[i]) : 0;
+            h.route = routes[j];
+            h.route_len = routes[j] != NULL ? strlen(routes[j]) : 0;
+            if (!same_as_listed(&p, &e, &h, ring)) {
+                print_message("method \"%s\", route \"%.10s\": the span "
+                              "differs\n", methods[i] ? methods[i] : "(none)",
+                              routes[j] ? routes[j] : "(none)");
+                fail();
+            }
+        }
+    }
+    sp_region_detach(region);
+    free(mem);
+}
+
 /* "scheme|address|port" of the span of a request with these sources
  * (NULL: not received), over http. */
 static const char *
@@ -678,6 +760,7 @@ main(void)
         cmocka_unit_test(server_name_up_to_its_nul),
         cmocka_unit_test(
             unknown_methods_are_other_and_the_list_can_be_replaced),
+        cmocka_unit_test(standard_methods_are_the_bytes_of_the_general_path),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
