@@ -77,13 +77,14 @@ SP_API void sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
 
 /*
  * What one connection's earlier span wrote of the attributes its later
- * requests nearly always repeat: server.address, server.port,
- * client.address, network.peer.address, network.protocol.version and
- * user_agent.original, one run of bytes in the record, with what they
- * were made of. A request whose inputs are the same bytes copies the run,
- * without parsing its authority and writing six attributes again: ~100
- * instructions fewer a request in nginx's worker, ~170 in httpd's child
- * (bench/servers callgrind, README). Any other request writes them as
+ * requests nearly always repeat: url.scheme, server.address,
+ * server.port, client.address, network.peer.address,
+ * network.protocol.version and user_agent.original, one run of bytes in
+ * the record, with what they were made of. A request whose inputs are
+ * the same bytes copies the run, without parsing its authority and
+ * writing seven attributes again: ~140 instructions fewer a request in
+ * nginx's worker, ~210 in httpd's child (bench/servers callgrind,
+ * README). Any other request writes them as
  * ever and keeps them for the next. The record is the same bytes either
  * way (test_entry_cache, fuzz_entry).
  *
