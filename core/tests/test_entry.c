@@ -306,6 +306,8 @@ string_attribute(const Opentelemetry__Proto__Trace__V1__Span *m,
  */
 static Opentelemetry__Proto__Trace__V1__Span *finished_span(
     const sp_entry_policy *p, const sp_entry_http *h);
+static void attribute(const Opentelemetry__Proto__Trace__V1__Span *m,
+                      const char *key, char *out, size_t size);
 
 static void
 error_type_is_the_status_code_of_a_5xx(void **state)
@@ -337,6 +339,61 @@ error_type_is_the_status_code_of_a_5xx(void **state)
         }
         opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
     }
+}
+
+/*
+ * http.response.status_code of codes of every varint size and none: the
+ * code, and bytes that are what protobuf-c packs of the span they
+ * unpack to (from 128 to 16383 a constant head and the code's two bytes,
+ * else the general writer).
+ */
+static void
+status_codes_are_the_bytes_protobuf_packs(void **state)
+{
+    static const int64_t statuses[] = {
+        0, -1, 1, 100, 127, 128, 200, 204, 404, 499, 500, 503, 599, 999,
+        16383, 16384, 2097151, 2097152, INT64_MAX
+    };
+    static uint8_t  packed[SP_ENTRY_TWICE_MAX];
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.1);
+    sp_entry        e;
+    sp_entry_http   h;
+    sp_record_view  v;
+    sp_span_view    sv;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+    void           *mem;
+    sp_region      *region;
+    sp_ring        *ring;
+    char            got[32], want[32];
+    size_t          i;
+
+    (void)state;
+    ring = one_ring(65536, &mem, &region);
+    e = begin(&p, NULL, NULL, NULL);
+    memset(&h, 0, sizeof(h));
+    h.method = "GET"; h.method_len = 3;
+    h.path = "/"; h.path_len = 1;
+    h.pid = 1234;
+    for (i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+        h.status = statuses[i];
+        assert_int_equal(sp_entry_finish(&p, &e, &h, ring), SP_OK);
+        assert_int_equal(sp_ring_read(ring, &v), SP_OK);
+        assert_int_equal(sp_span_decode(v.body, v.len, &sv), SP_OK);
+        m = opentelemetry__proto__trace__v1__span__unpack(NULL, sv.otlp_len,
+                                                          sv.otlp);
+        assert_non_null(m);
+        attribute(m, "http.response.status_code", got, sizeof(got));
+        snprintf(want, sizeof(want), "%lld", (long long)statuses[i]);
+        assert_string_equal(got, statuses[i] > 0 ? want : "");
+        assert_int_equal(opentelemetry__proto__trace__v1__span__get_packed_size(
+                             m), sv.otlp_len);
+        opentelemetry__proto__trace__v1__span__pack(m, packed);
+        assert_memory_equal(packed, sv.otlp, sv.otlp_len);
+        opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+        assert_int_equal(sp_ring_consume(ring, &v), SP_OK);
+    }
+    sp_region_detach(region);
+    free(mem);
 }
 
 /*
@@ -755,6 +812,7 @@ main(void)
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
         cmocka_unit_test(error_type_is_the_status_code_of_a_5xx),
+        cmocka_unit_test(status_codes_are_the_bytes_protobuf_packs),
         cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
         cmocka_unit_test(server_is_where_the_client_addressed_the_request),
         cmocka_unit_test(server_name_up_to_its_nul),
