@@ -117,7 +117,8 @@ SP_API void sp_entry_cache_init(sp_entry_cache *c);
 /* What the server knows of the request when it ends. Strings may be NULL
  * (attribute left out), with a length of 0: the span cache compares the
  * lengths as they are (a test of each pointer cost 24 instructions a
- * request, callgrind); other lengths as given. */
+ * request, callgrind), and the span's room is bounded by their sum;
+ * other lengths as given. */
 typedef struct sp_entry_http {
     const char *method;     size_t method_len;  /* as the client sent
                                        it, whatever a redirect made of it */
