@@ -16,7 +16,9 @@
  * of the one before: a byte naming a field (its low bits) and whether the
  * field is then absent (0x80), then the field's new value up to '\n'. Each
  * request's span is finished with the connection's sp_entry_cache and
- * without it, and must be the same bytes (sp_entry_twice.h).
+ * without it, and must be the same bytes (sp_entry_twice.h); the first
+ * one's also under the standard methods as a list, which must not change
+ * its bytes either.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,34 @@ setup(void)
     CHECK(sp_region_attach(mem, size, &region) == SP_OK);
     ring = sp_region_claim(region, 1);
     CHECK(ring != NULL);
+}
+
+/*
+ * With the standard list, a standard method is written from constants
+ * (sp_entry.c): the span must be the bytes of the same span under the
+ * same methods as a list, which takes the general path.
+ */
+static void
+same_as_listed(const sp_entry_policy *pol, const sp_entry *e,
+               const sp_entry_http *h)
+{
+    static const char reordered[] =
+        "TRACE,PUT,POST,PATCH,OPTIONS,HEAD,GET,DELETE,CONNECT";
+    sp_entry_policy   listed = *pol;
+    sp_entry_http     fixed = *h;
+    size_t            a, b;
+
+    if (!e->recorded || !pol->known_methods.standard) {
+        return;
+    }
+    CHECK(sp_http_methods_parse(reordered, sizeof(reordered) - 1,
+                                &listed.known_methods) == SP_OK);
+    fixed.end_ns = e->start_ns + 1;
+    CHECK(sp_entry_finish(pol, e, &fixed, ring) == SP_OK);
+    a = sp_entry_take(ring, plain);
+    CHECK(sp_entry_finish(&listed, e, &fixed, ring) == SP_OK);
+    b = sp_entry_take(ring, cached);
+    CHECK(a > 0 && a == b && memcmp(plain, cached, a) == 0);
 }
 
 /* A later request on the connection: h changed as the input says, as
@@ -222,6 +252,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(memcmp(rec.trace_id, e.ctx.trace_id, 16) == 0);
         CHECK(sp_ring_consume(ring, &v) == SP_OK);
     }
+    same_as_listed(&pol, &e, &h);
     connection(&pol, &e, &h, p, end);
     return 0;
 }
