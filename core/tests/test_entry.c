@@ -592,32 +592,6 @@ unknown_methods_are_other_and_the_list_can_be_replaced(void **state)
 static bool server_to_nul;
 
 /*
- * A span of p for h and the same span of a policy that knows the same
- * methods as a list (not the standard one, so asked method by method):
- * the same bytes. 1 when they are.
- */
-static int
-same_as_listed(const sp_entry_policy *p, const sp_entry *e,
-               const sp_entry_http *h, sp_ring *ring)
-{
-    static unsigned char a[SP_ENTRY_TWICE_MAX], b[SP_ENTRY_TWICE_MAX];
-    sp_entry_policy      listed = *p;
-    static const char    reordered[] =
-        "TRACE,PUT,POST,PATCH,OPTIONS,HEAD,GET,DELETE,CONNECT";
-    size_t               n, m;
-
-    assert_int_equal(sp_http_methods_parse(reordered,
-                                           sizeof(reordered) - 1,
-                                           &listed.known_methods), SP_OK);
-    assert_false(listed.known_methods.standard);
-    assert_int_equal(sp_entry_finish(p, e, h, ring), SP_OK);
-    n = sp_entry_take(ring, a);
-    assert_int_equal(sp_entry_finish(&listed, e, h, ring), SP_OK);
-    m = sp_entry_take(ring, b);
-    return n > 0 && n == m && memcmp(a, b, n) == 0;
-}
-
-/*
  * With the standard list, a standard method's attribute and the name's
  * method are copied from constants: each method, and ones like them (of
  * the same length, letters, first letter and length, a prefix or more),
@@ -635,6 +609,7 @@ standard_methods_are_the_bytes_of_the_general_path(void **state)
         "\xc7" "ET", "GE\xd4", "", NULL
     };
     static char     long_route[300];
+    static unsigned char a[SP_ENTRY_TWICE_MAX], b[SP_ENTRY_TWICE_MAX];
     const char     *routes[] = { "/", NULL, "/api/x", long_route,
                                  "/caf\xc3\xa9" };
     sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.1);
@@ -660,7 +635,7 @@ standard_methods_are_the_bytes_of_the_general_path(void **state)
             h.method_len = methods[i] != NULL ? strlen(methods[i]) : 0;
             h.route = routes[j];
             h.route_len = routes[j] != NULL ? strlen(routes[j]) : 0;
-            if (!same_as_listed(&p, &e, &h, ring)) {
+            if (!sp_entry_same_listed(&p, &e, &h, ring, a, b)) {
                 print_message("method \"%s\", route \"%.10s\": the span "
                               "differs\n", methods[i] ? methods[i] : "(none)",
                               routes[j] ? routes[j] : "(none)");
