@@ -122,26 +122,34 @@ hex_digits(__m128i n)
                                          _mm_set1_epi8('a' - '0' - 10)));
 }
 
+/* The high and the low nibble of each byte of x, each in a byte; the
+ * digits' order is unpacklo/unpackhi of hi and lo. */
+static inline __attribute__((always_inline)) void
+hex_nibbles(__m128i x, __m128i *hi, __m128i *lo)
+{
+    __m128i low = _mm_set1_epi8(0x0f);
+
+    *hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
+    *lo = _mm_and_si128(x, low);
+}
+
 static inline void
 hex8(const uint8_t *b, char *out)
 {
-    __m128i x = _mm_loadl_epi64((const __m128i *)(const void *)b);
-    __m128i low = _mm_set1_epi8(0x0f);
-    __m128i n = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), low),
-                                  _mm_and_si128(x, low));
+    __m128i hi, lo;
 
-    _mm_storeu_si128((__m128i *)(void *)out, hex_digits(n));
+    hex_nibbles(_mm_loadl_epi64((const __m128i *)(const void *)b), &hi, &lo);
+    _mm_storeu_si128((__m128i *)(void *)out,
+                     hex_digits(_mm_unpacklo_epi8(hi, lo)));
 }
 
 /* A trace id's sixteen bytes from one load, its nibbles split once. */
 static inline void
 hex16(const uint8_t *b, char *out)
 {
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)b);
-    __m128i low = _mm_set1_epi8(0x0f);
-    __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
-    __m128i lo = _mm_and_si128(x, low);
+    __m128i hi, lo;
 
+    hex_nibbles(_mm_loadu_si128((const __m128i *)(const void *)b), &hi, &lo);
     _mm_storeu_si128((__m128i *)(void *)out,
                      hex_digits(_mm_unpacklo_epi8(hi, lo)));
     _mm_storeu_si128((__m128i *)(void *)(out + 16),
@@ -255,6 +263,22 @@ sp_traceparent_parse(const char *s, size_t len, sp_span_context *out)
     return SP_TRACEPARENT_OK;
 }
 
+/* A traceparent's version, dashes, flags and NUL: the ids' digits are
+ * written by the callers, each its own way. */
+static inline __attribute__((always_inline)) size_t
+sp_traceparent_frame(const sp_span_context *ctx,
+                     char out[SP_TRACEPARENT_SIZE])
+{
+    out[0] = '0';
+    out[1] = '0';
+    out[TP_TRACE_ID_POS - 1] = '-';
+    out[TP_PARENT_ID_POS - 1] = '-';
+    out[TP_FLAGS_POS - 1] = '-';
+    hex1(ctx->trace_flags, out + TP_FLAGS_POS);
+    out[SP_TRACEPARENT_LEN] = '\0';
+    return SP_TRACEPARENT_LEN;
+}
+
 #if defined(__x86_64__)
 
 /* Set at load time, as sp_crc32c's: before any thread formats one. */
@@ -289,29 +313,19 @@ __attribute__((target("ssse3"))) static size_t
 sp_traceparent_format_ssse3(const sp_span_context *ctx,
                             char out[SP_TRACEPARENT_SIZE])
 {
-    __m128i low = _mm_set1_epi8(0x0f);
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)
-                                ctx->trace_id);
-    __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
-    __m128i lo = _mm_and_si128(x, low);
+    __m128i hi, lo;
 
-    out[0] = '0';
-    out[1] = '0';
-    out[TP_TRACE_ID_POS - 1] = '-';
+    hex_nibbles(_mm_loadu_si128((const __m128i *)(const void *)
+                                ctx->trace_id), &hi, &lo);
     _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS),
                      hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
     _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS + 16),
                      hex_digits_ssse3(_mm_unpackhi_epi8(hi, lo)));
-    out[TP_PARENT_ID_POS - 1] = '-';
-    x = _mm_loadl_epi64((const __m128i *)(const void *)ctx->span_id);
-    hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
-    lo = _mm_and_si128(x, low);
+    hex_nibbles(_mm_loadl_epi64((const __m128i *)(const void *)
+                                ctx->span_id), &hi, &lo);
     _mm_storeu_si128((__m128i *)(void *)(out + TP_PARENT_ID_POS),
                      hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
-    out[TP_FLAGS_POS - 1] = '-';
-    hex1(ctx->trace_flags, out + TP_FLAGS_POS);
-    out[SP_TRACEPARENT_LEN] = '\0';
-    return SP_TRACEPARENT_LEN;
+    return sp_traceparent_frame(ctx, out);
 }
 
 bool
@@ -353,16 +367,9 @@ sp_traceparent_format(const sp_span_context *ctx,
         return sp_traceparent_format_ssse3(ctx, out);
     }
 #endif
-    out[0] = '0';
-    out[1] = '0';
-    out[TP_TRACE_ID_POS - 1] = '-';
     hex16(ctx->trace_id, out + TP_TRACE_ID_POS);
-    out[TP_PARENT_ID_POS - 1] = '-';
     hex8(ctx->span_id, out + TP_PARENT_ID_POS);
-    out[TP_FLAGS_POS - 1] = '-';
-    hex1(ctx->trace_flags, out + TP_FLAGS_POS);
-    out[SP_TRACEPARENT_LEN] = '\0';
-    return SP_TRACEPARENT_LEN;
+    return sp_traceparent_frame(ctx, out);
 }
 
 const char *
