@@ -1825,6 +1825,14 @@ sp_exporter_run(sp_exporter_loop *e)
     /* What is written from here on is the next reader's, which does not
      * know the objects this one read: the workers tell them again. */
     sp_region_want_objects(e->o.region);
+    /*
+     * Given up now, after the last read, not once the last export ends:
+     * what follows touches no ring. Held through an export to a slow
+     * collector (up to the timeout), it kept a new exporter waiting; one
+     * stopped fast (half a second) gave up waiting, and what the workers
+     * wrote since this one's last read was never read.
+     */
+    sp_region_release_reader(e->o.region, e->pid);
     sp_exporter_flush(e);
     pthread_mutex_lock(&e->lock);
     e->flushing = true;
@@ -1860,7 +1868,6 @@ sp_exporter_run(sp_exporter_loop *e)
     e->tail = NULL;
     pthread_mutex_unlock(&e->lock);
     sp_log_counters(e, " (at exit)");
-    sp_region_release_reader(e->o.region, e->pid);
     sp_exporter_counters_get(e, &c);
     if (fast && c.dropped_shutdown > 0) {
         sp_log(e, SP_LOG_WARN, "fast stop: %llu spans or samples not sent "
