@@ -260,6 +260,10 @@ $(BUILD)/bench/ring_bench: bench/ring_bench.c $(CORE_LIB) $(CORE_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) $< $(CORE_LIB) $(CORE_LIBS) -o $@
 
+$(BUILD)/bench/entry_bench: bench/entry_bench.c $(CORE_LIB) $(CORE_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) $< $(CORE_LIB) $(CORE_LIBS) -o $@
+
 bench-build: $(BENCH_BINS)
 
 unit: $(TEST_BINS)
