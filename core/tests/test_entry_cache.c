@@ -42,9 +42,11 @@ static const char *const server_addresses[] = {
 static const int64_t ports[] = { 0, 80, 65535 };
 static const char *const addresses[] = {
     NULL, "", "192.0.2.1", "192.0.2.10", "192.0.2.11", "2001:db8::1",
-    "\xbd", long127, long128, long300
+    "\xbd", long127, long128, long300, "::1", "::2", "1.2.3.4", "1.2.3.5"
 };
-static const char *const versions[] = { NULL, "1.1", "2", "1.0", "", "1_1" };
+static const char *const versions[] = {
+    NULL, "1.1", "2", "1.0", "", "1_1", "20", "21", "3"
+};
 static const char *const agents[] = {
     NULL, "", "curl/8.0", "curl/8.1", "ApacheBench/2.3",
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like "
