@@ -105,6 +105,7 @@ typedef struct sp_entry_cache {
     uint16_t      run_len;
     uint16_t      host_len;     /* server.address's value */
     uint16_t      value_off[4]; /* the four values, in the run */
+    uint8_t       peer_is_client; /* the two values are the same bytes */
     /* the authority as received, the scheme, then the run */
     unsigned char data[SP_ENTRY_CACHE_SIZE - 24];
 } sp_entry_cache;

@@ -840,10 +840,19 @@ sp_entry_cache_hit(const sp_entry_cache *c, const sp_entry_http *h)
            | sp_bytes_diff(c->data + a, h->scheme, s, 4)
            | sp_bytes_diff(run + c->value_off[0], h->client_address, cl,
                            16)
-           | sp_bytes_diff(run + c->value_off[1], h->peer_address, pe, 16)
            | sp_bytes_diff(run + c->value_off[2], h->protocol_version, ve,
                            3)
            | sp_bytes_diff(run + c->value_off[3], h->user_agent, ua, 16);
+    /*
+     * The peer is nearly always the client, the same string (in both
+     * adapters when no proxy names another client): then its bytes are
+     * the client's just compared, and so are the kept ones when the kept
+     * client's were the same (-10 instructions a request, callgrind).
+     */
+    if (h->peer_address != h->client_address || !c->peer_is_client) {
+        diff |= sp_bytes_diff(run + c->value_off[1], h->peer_address, pe,
+                              16);
+    }
     return diff == 0;
 }
 
@@ -917,6 +926,9 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
     c->run_off = (uint16_t)head;
     c->run_len = (uint16_t)len;
     c->host_len = (uint16_t)origin->server.host_len;
+    c->peer_is_client = vals[0].len == vals[1].len
+                        && (vals[0].len == 0
+                            || memcmp(vals[0].v, vals[1].v, vals[0].len) == 0);
     c->lens = lens;
 }
 

@@ -302,12 +302,66 @@ a_long_authority_and_scheme_are_not_kept(void **state)
     sp_idgen_destroy(ids);
 }
 
+/*
+ * The peer compared as the client when it is the same string, but only
+ * when the kept peer was the kept client's bytes: a connection whose
+ * first spans had another peer of the same length must not copy it into
+ * a span whose peer is now the client.
+ */
+static void
+a_peer_that_becomes_the_client_is_compared(void **state)
+{
+    static const char client[] = "192.0.2.10", other[] = "192.0.2.11";
+    sp_entry_policy   p;
+    sp_entry_headers  in;
+    sp_entry_http     h;
+    sp_entry_cache    cache;
+    sp_entry          e;
+    sp_idgen         *ids = sp_idgen_create();
+    sp_region        *region;
+    sp_ring          *ring;
+    void             *mem;
+    int               i;
+
+    (void)state;
+    assert_non_null(ids);
+    ring = setup_ring(&p, &mem, &region);
+    memset(&in, 0, sizeof(in));
+    memset(&h, 0, sizeof(h));
+    h.method = "GET";
+    h.method_len = 3;
+    h.path = "/";
+    h.path_len = 1;
+    set(&h.authority, &h.authority_len, "example.com");
+    set(&h.scheme, &h.scheme_len, "http");
+    set(&h.client_address, &h.client_address_len, client);
+    set(&h.peer_address, &h.peer_address_len, other);
+    set(&h.protocol_version, &h.protocol_version_len, "1.1");
+    h.status = 200;
+    h.pid = 7;
+    sp_entry_cache_init(&cache);
+
+    for (i = 0; i < 4; i++) {
+        if (i == 2) {
+            h.peer_address = h.client_address;
+        }
+        sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+        assert_true(sp_entry_same_with_cache(&p, &e, &h, &cache, ring,
+                                             plain, cached));
+    }
+
+    sp_region_detach(region);
+    free(mem);
+    sp_idgen_destroy(ids);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(spans_with_the_cache_are_the_bytes_without_it),
         cmocka_unit_test(a_long_authority_and_scheme_are_not_kept),
+        cmocka_unit_test(a_peer_that_becomes_the_client_is_compared),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
