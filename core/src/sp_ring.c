@@ -625,7 +625,7 @@ sp_drop(sp_ring *r)
 /*
  * Fills in the header of the record reserved at pos and publishes it.
  * pos & mask + total <= size was made sure of when it was reserved.
- * Inline in sp_commit, every record's: the call and the registers saved
+ * Inline in sp_ring_commit, every record's: the call and the registers saved
  * twice cost ~10 instructions a record (callgrind).
  */
 static inline __attribute__((always_inline)) void
@@ -655,8 +655,9 @@ sp_seal(sp_ring *r, uint64_t pos, uint32_t total, uint32_t used,
 
 /*
  * The end of a reservation that begins after a pad record, out of line:
- * with the pad's seal (a call) in sp_reserve, every reservation saved and
- * restored five registers for it (~14 instructions, callgrind).
+ * with the pad's seal (a call) in sp_ring_reserve, every reservation
+ * saved and restored five registers for it (~14 instructions,
+ * callgrind).
  */
 static __attribute__((noinline)) void *
 sp_reserve_padded(sp_ring *r, uint64_t head, uint64_t pad, sp_ring_token *t)
@@ -667,13 +668,14 @@ sp_reserve_padded(sp_ring *r, uint64_t head, uint64_t pad, sp_ring_token *t)
 }
 
 /*
- * The public writer functions are thin wrappers, so that sp_ring_write
- * calls these directly: an exported function called from inside the
- * module would go through the PLT, and a first call there would run the
- * dynamic linker's lazy binding inside a signal handler.
+ * No wrapper between the writers and these: every symbol is hidden
+ * (sp_common.h), so sp_ring_write and the writers in other files call
+ * them directly, never through a PLT whose lazy binding would run inside
+ * a signal handler; a wrapper's jump cost 3 instructions a span
+ * (callgrind).
  */
-static void *
-sp_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
+void *
+sp_ring_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
 {
     sp_slot *s = r->slot;
     uint64_t head, tail, need, pad, rem;
@@ -728,8 +730,8 @@ sp_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
  * place) takes only what it wrote. The head moves back before the seal:
  * a reader that sees the stamp sees the new head too.
  */
-static void
-sp_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
+void
+sp_ring_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
 {
     uint64_t total, used_total, end;
 
@@ -751,18 +753,6 @@ sp_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
     atomic_fetch_add_explicit(&r->slot->written, 1, memory_order_relaxed);
 }
 
-void *
-sp_ring_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
-{
-    return sp_reserve(r, type, len, t);
-}
-
-void
-sp_ring_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
-{
-    sp_commit(r, t, used_len);
-}
-
 void
 sp_ring_cancel(sp_ring *r, sp_ring_token *t)
 {
@@ -779,14 +769,14 @@ sp_ring_write(sp_ring *r, uint16_t type, const void *body, size_t len)
     if (!sp_type_ok(type)) {
         return SP_ERR_INVALID;
     }
-    dst = sp_reserve(r, type, len, &t);
+    dst = sp_ring_reserve(r, type, len, &t);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
     }
     if (len > 0) {
         memcpy(dst, body, len);
     }
-    sp_commit(r, &t, len);
+    sp_ring_commit(r, &t, len);
     return SP_OK;
 }
 
