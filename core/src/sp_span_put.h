@@ -201,11 +201,21 @@ sp_copy_ascii(unsigned char *d, const char *src, size_t len)
         memcpy(d + len - 4, &y, 4);
         return (x | y) & 0x80808080u;
     }
+    /* 1 to 3 bytes (a route of "/", twice in a span: its name's and
+     * http.route): a byte alone, or two 16-bit words that overlap, where
+     * first, middle and last byte took ~7 instructions more (callgrind) */
+    if (len >= 2) {
+        uint16_t u, v;
+
+        memcpy(&u, s, 2);
+        memcpy(&v, s + len - 2, 2);
+        memcpy(d, &u, 2);
+        memcpy(d + len - 2, &v, 2);
+        return (uint64_t)((u | v) & 0x8080u);
+    }
     if (len > 0) {
         d[0] = s[0];
-        d[len / 2] = s[len / 2];
-        d[len - 1] = s[len - 1];
-        return (s[0] | s[len / 2] | s[len - 1]) & 0x80u;
+        return s[0] & 0x80u;
     }
     return 0;
 }
