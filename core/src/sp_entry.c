@@ -951,16 +951,14 @@ sp_entry_finish(const sp_entry_policy *p, const sp_entry *e,
         return SP_ERR_NOT_FOUND;
     }
 
-    /* What the run's bytes stand for, where it is copied: url.scheme is
-     * the connection's (no proxy said another) and server.address as
-     * long as it was (for the reservation). */
+    /* What the reservation needs of the run's bytes, where it is copied:
+     * url.scheme is the connection's (no proxy said another) and
+     * server.address as long as it was. The rest of origin is read only
+     * where the run is written. */
     if (cache != NULL && sp_entry_cache_hit(cache, h)) {
         hit = cache;
-        origin.scheme = h->scheme;
         origin.scheme_len = h->scheme_len;
-        origin.server.host = NULL;
         origin.server.host_len = cache->host_len;
-        origin.server.port = 0;
     } else {
         from_authority = sp_entry_origin_of(h, &origin);
     }
