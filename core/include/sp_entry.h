@@ -101,13 +101,18 @@ typedef struct sp_entry_cache {
      * user_agent.original, a byte each from the lowest; all ones: nothing
      * kept. */
     uint64_t      lens;
+    /* The scheme's and network.protocol.version's addresses when they
+     * are read-only, literals of the module or the server (sp_entry.c),
+     * else NULL */
+    const char   *scheme_ro;
+    const char   *version_ro;
     uint16_t      run_off;      /* the run in data */
     uint16_t      run_len;
     uint16_t      host_len;     /* server.address's value */
     uint16_t      value_off[4]; /* the four values, in the run */
     uint8_t       peer_is_client; /* the two values are the same bytes */
     /* the authority as received, the scheme, then the run */
-    unsigned char data[SP_ENTRY_CACHE_SIZE - 24];
+    unsigned char data[SP_ENTRY_CACHE_SIZE - 40];
 } sp_entry_cache;
 
 SP_API void sp_entry_cache_init(sp_entry_cache *c);

@@ -9,6 +9,7 @@
 #include "sp_span_put.h"
 #include "sp_text.h"
 
+#include <link.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -226,6 +227,79 @@ static sp_entry_known sp_entry_known_methods[SP_ENTRY_KNOWN_SLOTS];
 #define SP_ENTRY_STATUS_HEAD    32
 static unsigned char sp_entry_status_head[SP_ENTRY_STATUS_HEAD + 2];
 
+/*
+ * The read-only segments of the object this code is linked into (the
+ * server's module, or a program) and of the main program: the adapters'
+ * string literals are in the first, the server's own (httpd's scheme) in
+ * the second, and nothing there changes while a worker serves requests
+ * (a module is unloaded only by the master, at a reload, never under a
+ * connection's span cache). So a cache that kept a value's address there
+ * knows a value at that address for the same bytes without reading them
+ * (sp_entry_cache_hit); another library's could be unloaded and its
+ * addresses reused. Found by the constructor below, before any span.
+ */
+#define SP_ENTRY_RO_MAX 8
+
+static struct {
+    uintptr_t start, end;
+} sp_entry_ro[SP_ENTRY_RO_MAX];
+static unsigned sp_entry_ro_count;
+
+/* In this object's read-only data, as the literals are. */
+static const char sp_entry_ro_probe[] = "spanprof";
+
+static int
+sp_entry_ro_find(struct dl_phdr_info *info, size_t size, void *data)
+{
+    const ElfW(Phdr) *ph;
+    unsigned         *seen = data;
+    uintptr_t         start;
+    bool              keep;
+    ElfW(Half)        i;
+
+    (void)size;
+    /* the main program: the first object, and the one without a name;
+     * then this one, which holds the probe */
+    keep = (*seen)++ == 0 && info->dlpi_name != NULL
+           && info->dlpi_name[0] == '\0';
+    for (i = 0; i < info->dlpi_phnum && !keep; i++) {
+        ph = &info->dlpi_phdr[i];
+        start = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+        keep = ph->p_type == PT_LOAD
+               && (uintptr_t)sp_entry_ro_probe - start < ph->p_memsz;
+    }
+    for (i = 0; i < info->dlpi_phnum && keep; i++) {
+        ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W) != 0
+            || sp_entry_ro_count == SP_ENTRY_RO_MAX)
+        {
+            continue;
+        }
+        start = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+        sp_entry_ro[sp_entry_ro_count].start = start;
+        sp_entry_ro[sp_entry_ro_count].end = start + ph->p_memsz;
+        sp_entry_ro_count++;
+    }
+    return 0;
+}
+
+/* Whether s[0..len) lies in one of those segments; len 0 never does. */
+static bool
+sp_entry_read_only(const char *s, size_t len)
+{
+    uintptr_t p = (uintptr_t)s;
+    unsigned  i;
+
+    for (i = 0; i < sp_entry_ro_count && len > 0; i++) {
+        if (p >= sp_entry_ro[i].start && p < sp_entry_ro[i].end
+            && len <= sp_entry_ro[i].end - p)
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
 __attribute__((constructor)) static void
 sp_entry_constants_init(void)
 {
@@ -236,6 +310,7 @@ sp_entry_constants_init(void)
     size_t          len;
     char            name[8];
 
+    (void)dl_iterate_phdr(sp_entry_ro_find, &(unsigned){ 0 });
     (void)sp_put_attr_number(sp_entry_status_head,
                              SP_KEY("http.response.status_code"),
                              SP_VALUE_INT, 0x80);
@@ -837,12 +912,22 @@ sp_entry_cache_hit(const sp_entry_cache *c, const sp_entry_http *h)
     }
     run = c->data + c->run_off;
     diff = sp_bytes_diff(c->data, h->authority, a, 16)
-           | sp_bytes_diff(c->data + a, h->scheme, s, 4)
            | sp_bytes_diff(run + c->value_off[0], h->client_address, cl,
                            16)
-           | sp_bytes_diff(run + c->value_off[2], h->protocol_version, ve,
-                           3)
            | sp_bytes_diff(run + c->value_off[3], h->user_agent, ua, 16);
+    /*
+     * A scheme or a protocol version at the read-only address the cache
+     * kept (an adapter's literal: sp_entry_ro_start) is the bytes it
+     * kept, as are its length's (-19 instructions a request, callgrind);
+     * a value elsewhere, in memory a request may reuse, is compared.
+     */
+    if (h->scheme != c->scheme_ro) {
+        diff |= sp_bytes_diff(c->data + a, h->scheme, s, 4);
+    }
+    if (h->protocol_version != c->version_ro) {
+        diff |= sp_bytes_diff(run + c->value_off[2], h->protocol_version,
+                              ve, 3);
+    }
     /*
      * The peer is nearly always the client, the same string (in both
      * adapters when no proxy names another client): then its bytes are
@@ -926,6 +1011,10 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
     c->run_off = (uint16_t)head;
     c->run_len = (uint16_t)len;
     c->host_len = (uint16_t)origin->server.host_len;
+    c->scheme_ro = sp_entry_read_only(h->scheme, scheme_len) ? h->scheme
+                                                             : NULL;
+    c->version_ro = sp_entry_read_only(vals[2].v, vals[2].len) ? vals[2].v
+                                                               : NULL;
     c->peer_is_client = vals[0].len == vals[1].len
                         && (vals[0].len == 0
                             || memcmp(vals[0].v, vals[1].v, vals[0].len) == 0);

@@ -3,6 +3,7 @@
  * one connection, each span finished with the cache is the same bytes as
  * without it, and the cache is used.
  */
+#include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -355,6 +356,97 @@ a_peer_that_becomes_the_client_is_compared(void **state)
     sp_idgen_destroy(ids);
 }
 
+/*
+ * A scheme and a protocol version at the same address as the kept ones
+ * are taken for the kept bytes only when that address is read-only, in
+ * this program or the object the core is linked into (an adapter's or
+ * the server's literal): in memory a later request may reuse, another
+ * value of the same length at the same address is compared and found,
+ * and so is one in a library that could be unloaded (libc's here).
+ */
+static void
+a_reused_buffer_is_compared_and_a_literal_is_not(void **state)
+{
+    static const char *const reused[][2] = {
+        { "http", "1.1" }, { "ftps", "1.0" }, { "http", "2.0" }
+    };
+    char              scheme[8], version[8];
+    sp_entry_policy   p;
+    sp_entry_headers  in;
+    sp_entry_http     h;
+    sp_entry_cache    cache, spoiled;
+    sp_entry          e;
+    sp_idgen         *ids = sp_idgen_create();
+    sp_region        *region;
+    sp_ring          *ring;
+    void             *mem;
+    size_t            i;
+
+    (void)state;
+    assert_non_null(ids);
+    ring = setup_ring(&p, &mem, &region);
+    memset(&in, 0, sizeof(in));
+    memset(&h, 0, sizeof(h));
+    h.method = "GET";
+    h.method_len = 3;
+    h.path = "/";
+    h.path_len = 1;
+    set(&h.authority, &h.authority_len, "example.com");
+    set(&h.client_address, &h.client_address_len, "192.0.2.1");
+    h.peer_address = h.client_address;
+    h.peer_address_len = h.client_address_len;
+    h.status = 200;
+    h.pid = 7;
+    sp_entry_cache_init(&cache);
+
+    /* the same buffers, other bytes: each span is the one without cache */
+    h.scheme = scheme;
+    h.scheme_len = 4;
+    h.protocol_version = version;
+    h.protocol_version_len = 3;
+    for (i = 0; i < 2 * sizeof(reused) / sizeof(reused[0]); i++) {
+        memcpy(scheme, reused[i / 2][0], 5);
+        memcpy(version, reused[i / 2][1], 4);
+        sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+        assert_true(sp_entry_same_with_cache(&p, &e, &h, &cache, ring,
+                                             plain, cached));
+    }
+    assert_null(cache.scheme_ro);
+    assert_null(cache.version_ro);
+
+    /* literals: kept by address, and a hit does not read the kept bytes
+     * (a spoiled copy of them still hits, and stays spoiled) */
+    h.scheme = "http";
+    h.protocol_version = "1.1";
+    for (i = 0; i < 2; i++) {
+        sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+        assert_true(sp_entry_same_with_cache(&p, &e, &h, &cache, ring,
+                                             plain, cached));
+    }
+    assert_ptr_equal(cache.scheme_ro, h.scheme);
+    assert_ptr_equal(cache.version_ro, h.protocol_version);
+    spoiled = cache;
+    spoiled.data[h.authority_len] ^= 0x20;
+    sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+    assert_true(sp_entry_same_with_cache(&p, &e, &h, &spoiled, ring, plain,
+                                         cached));
+    assert_int_equal(spoiled.data[h.authority_len], 'h' ^ 0x20);
+
+    h.protocol_version = gnu_get_libc_version();
+    h.protocol_version_len = strlen(h.protocol_version);
+    for (i = 0; i < 2; i++) {
+        sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+        assert_true(sp_entry_same_with_cache(&p, &e, &h, &cache, ring,
+                                             plain, cached));
+    }
+    assert_ptr_equal(cache.scheme_ro, h.scheme);
+    assert_null(cache.version_ro);
+
+    sp_region_detach(region);
+    free(mem);
+    sp_idgen_destroy(ids);
+}
+
 int
 main(void)
 {
@@ -362,6 +454,7 @@ main(void)
         cmocka_unit_test(spans_with_the_cache_are_the_bytes_without_it),
         cmocka_unit_test(a_long_authority_and_scheme_are_not_kept),
         cmocka_unit_test(a_peer_that_becomes_the_client_is_compared),
+        cmocka_unit_test(a_reused_buffer_is_compared_and_a_literal_is_not),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
