@@ -1,8 +1,9 @@
 /*
  * Random trace and span ids.
  *
- * A generator is a xoshiro256** PRNG seeded from the kernel, so drawing an
- * id costs no syscall. It is not thread-safe by design: each thread (and,
+ * A generator is AES-128 in counter mode where the CPU has AES-NI, else a
+ * xoshiro256** PRNG, seeded from the kernel, so drawing an id costs no
+ * syscall. It is not thread-safe by design: each thread (and,
  * after fork, each process) owns its own generator, or reseeds the one it
  * inherited (see sp_idgen_reseed).
  */
@@ -51,5 +52,14 @@ SP_API void sp_idgen_span_id(sp_idgen *gen, uint8_t out[SP_SPAN_ID_SIZE]);
  * trace's entry span takes both for every request. */
 SP_API void sp_idgen_ids(sp_idgen *gen, uint8_t trace_id[SP_TRACE_ID_SIZE],
     uint8_t span_id[SP_SPAN_ID_SIZE]);
+
+/*
+ * A new trace's span context: its ids drawn as sp_idgen_ids() draws them,
+ * its flags 0, and its traceparent as sp_traceparent_format() writes it.
+ * With AES the digits are written from the registers the ids are drawn
+ * into (~45 instructions fewer a request than the two calls, callgrind).
+ */
+SP_API void sp_idgen_new_trace(sp_idgen *gen, sp_span_context *ctx,
+    char traceparent[SP_TRACEPARENT_SIZE]);
 
 #endif

@@ -126,12 +126,17 @@ sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
         sp_idgen_span_id(ids, out->ctx.span_id);
     } else {
         out->remote_parent = false;
-        out->ctx.trace_flags = 0;
-        sp_idgen_ids(ids, out->ctx.trace_id, out->ctx.span_id);
+        sp_idgen_new_trace(ids, &out->ctx, out->traceparent);
     }
     out->recorded = sp_recorded(p, out);
     out->ctx.trace_flags = out->recorded ? SP_TRACE_FLAG_SAMPLED : 0;
-    sp_traceparent_format(&out->ctx, out->traceparent);
+    /* A new trace's traceparent is written with its ids, flags 00: the
+     * sampled flag is its last digit. */
+    if (out->remote_parent) {
+        sp_traceparent_format(&out->ctx, out->traceparent);
+    } else if (out->recorded) {
+        out->traceparent[SP_TRACEPARENT_LEN - 1] = '1';
+    }
 
     /* tracestate travels only with the traceparent it came with. */
     if (out->remote_parent && in->tracestate != NULL

@@ -1,20 +1,12 @@
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <tmmintrin.h>
 #endif
 
 #include "sp_tracecontext.h"
 #include "sp_tracecontext_cpu.h"
+#include "sp_tracecontext_hex.h"
 #include "sp_text.h"
-
-/* Field positions in a traceparent: vv-<32>-<16>-ff */
-#define TP_TRACE_ID_POS 3
-#define TP_PARENT_ID_POS 36
-#define TP_FLAGS_POS 53
 
 
 /* Trace Context allows only lowercase hex, unlike sp_hex_value(). */
@@ -120,17 +112,6 @@ hex_digits(__m128i n)
     n = _mm_add_epi8(n, _mm_set1_epi8('0'));
     return _mm_add_epi8(n, _mm_and_si128(over9,
                                          _mm_set1_epi8('a' - '0' - 10)));
-}
-
-/* The high and the low nibble of each byte of x, each in a byte; the
- * digits' order is unpacklo/unpackhi of hi and lo. */
-static inline __attribute__((always_inline)) void
-hex_nibbles(__m128i x, __m128i *hi, __m128i *lo)
-{
-    __m128i low = _mm_set1_epi8(0x0f);
-
-    *hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
-    *lo = _mm_and_si128(x, low);
 }
 
 static inline void
@@ -293,15 +274,6 @@ sp_tracecontext_init(void)
     sp_tp_ssse3_cpu = __get_cpuid(1, &eax, &ebx, &ecx, &edx)
                       && (ecx & bit_SSSE3) != 0;
     sp_tp_ssse3 = sp_tp_ssse3_cpu;
-}
-
-/* Sixteen nibbles as their digits: one pshufb into the table of them. */
-__attribute__((target("ssse3"))) static inline __m128i
-hex_digits_ssse3(__m128i n)
-{
-    return _mm_shuffle_epi8(_mm_setr_epi8('0', '1', '2', '3', '4', '5', '6',
-                                          '7', '8', '9', 'a', 'b', 'c', 'd',
-                                          'e', 'f'), n);
 }
 
 /*

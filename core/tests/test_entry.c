@@ -138,6 +138,38 @@ samplers_decide_recording(void **state)
     assert_true(recorded > 838 && recorded < 1162);
 }
 
+/* A new trace's traceparent: its ids, and whether it is recorded, for
+ * each sampler's decision (the ratio's both ways). */
+static void
+new_trace_traceparent_says_its_ids_and_sampling(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_TRACEIDRATIO, false, 0.1);
+    sp_span_context back;
+    sp_entry        e;
+    char            want[SP_TRACEPARENT_SIZE];
+    int             i, seen[2] = {0, 0};
+
+    (void)state;
+    p.sampler_ratio = 0.5;
+    for (i = 0; i < 200; i++) {
+        p.sampler = i < 10 ? SP_SAMPLER_ALWAYS_ON
+                    : i < 20 ? SP_SAMPLER_ALWAYS_OFF
+                    : SP_SAMPLER_TRACEIDRATIO;
+        e = begin(&p, NULL, NULL, NULL);
+        assert_false(e.remote_parent);
+        seen[e.recorded]++;
+        assert_int_equal(e.ctx.trace_flags,
+                         e.recorded ? SP_TRACE_FLAG_SAMPLED : 0);
+        sp_traceparent_format(&e.ctx, want);
+        assert_string_equal(e.traceparent, want);
+        assert_int_equal(sp_traceparent_parse(e.traceparent,
+                                              strlen(e.traceparent), &back),
+                         SP_TRACEPARENT_OK);
+        assert_memory_equal(&back, &e.ctx, sizeof(back));
+    }
+    assert_true(seen[0] > 20 && seen[1] > 20);
+}
+
 /* SPEC 3 with no volume received: over 20,000 new traces the selected
  * fraction is p, each decision is the trace id's last 7 hex digits against
  * floor(p * 0x0FFFFFFF), the same id decides the same way when it comes
@@ -784,6 +816,7 @@ main(void)
             invalid_parent_starts_a_new_trace_and_drops_tracestate),
         cmocka_unit_test(received_volume_decides_and_is_kept),
         cmocka_unit_test(samplers_decide_recording),
+        cmocka_unit_test(new_trace_traceparent_says_its_ids_and_sampling),
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
         cmocka_unit_test(error_type_is_the_status_code_of_a_5xx),

@@ -1,9 +1,11 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sp_test.h"
 #include "sp_ids.h"
+#include "sp_ids_cpu.h"
 
 /* An injected source replaying fixed words, counting how many it gave. */
 typedef struct script {
@@ -272,6 +274,211 @@ ids_draws_as_trace_id_then_span_id(void **state)
     sp_idgen_destroy(gen);
 }
 
+/* n bytes from 2n hex digits. */
+static void
+from_hex(const char *hex, uint8_t *out, size_t n)
+{
+    size_t i;
+    unsigned v;
+
+    for (i = 0; i < n; i++) {
+        assert_int_equal(sscanf(hex + 2 * i, "%2x", &v), 1);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* FIPS-197's key of appendix C.1, which AES generators are made with. */
+static const uint8_t fips_key[16] = {
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+};
+
+static sp_idgen *
+aes_gen(const char *ctr_hex)
+{
+    uint8_t ctr[16];
+    sp_idgen *gen;
+
+    from_hex(ctr_hex, ctr, 16);
+    gen = sp_idgen_create_aes(fips_key, ctr);
+    assert_non_null(gen);
+    return gen;
+}
+
+/*
+ * With AES-NI, the ids are AES-128's blocks of successive counters (the
+ * first block is FIPS-197's C.1; the others are as OpenSSL's
+ * aes-128-ecb encrypts the counters), a span id the first half of one.
+ */
+static void
+aes_ids_are_blocks_of_successive_counters(void **state)
+{
+    sp_idgen *gen;
+    uint8_t t[16], s[8], want[16];
+
+    (void)state;
+    if (!sp_idgen_aes_available()) {
+        skip();
+    }
+    gen = aes_gen("00112233445566778899aabbccddeeff");
+    sp_idgen_trace_id(gen, t);
+    from_hex("69c4e0d86a7b0430d8cdb78070b4c55a", want, 16);
+    assert_memory_equal(t, want, 16);
+    sp_idgen_span_id(gen, s);
+    from_hex("a556156c72876577", want, 8);
+    assert_memory_equal(s, want, 8);
+    sp_idgen_ids(gen, t, s);
+    from_hex("a7c46bebce78544d528895ad4553702c", want, 16);
+    assert_memory_equal(t, want, 16);
+    from_hex("ce36ffdc28b4e8ff", want, 8);
+    assert_memory_equal(s, want, 8);
+    sp_idgen_destroy(gen);
+}
+
+/*
+ * The counters whose blocks make a zero trace id, and a zero span id (AES
+ * decrypts zeros into them): each is drawn again from the next counter,
+ * by the single calls and by the calls that draw both at once.
+ */
+static void
+aes_zero_ids_are_drawn_again(void **state)
+{
+    static const char *zero_trace = "7b1d29a16cf8ccab84f0b8a598e42fa6";
+    static const char *zero_span = "45789108d4547dd7ae6e74a59b724209";
+    sp_idgen *gen;
+    sp_span_context ctx;
+    char tp[SP_TRACEPARENT_SIZE];
+    uint8_t t[16], s[8], want[16];
+    int way;
+
+    (void)state;
+    if (!sp_idgen_aes_available()) {
+        skip();
+    }
+    gen = aes_gen(zero_trace);
+    sp_idgen_trace_id(gen, t);
+    from_hex("7c54947a0108ca8351cfe6bdeb9e7f0e", want, 16);
+    assert_memory_equal(t, want, 16);
+    sp_idgen_destroy(gen);
+
+    for (way = 0; way < 2; way++) {
+        gen = aes_gen(zero_trace);
+        if (way == 0) {
+            sp_idgen_ids(gen, t, s);
+        } else {
+            sp_idgen_new_trace(gen, &ctx, tp);
+            memcpy(t, ctx.trace_id, 16);
+            memcpy(s, ctx.span_id, 8);
+            assert_string_equal(tp, "00-7c54947a0108ca8351cfe6bdeb9e7f0e-"
+                                    "046a42ee43dc3edb-00");
+        }
+        from_hex("7c54947a0108ca8351cfe6bdeb9e7f0e", want, 16);
+        assert_memory_equal(t, want, 16);
+        from_hex("046a42ee43dc3edb", want, 8);
+        assert_memory_equal(s, want, 8);
+        sp_idgen_destroy(gen);
+
+        gen = aes_gen(zero_span);
+        if (way == 0) {
+            sp_idgen_ids(gen, t, s);
+        } else {
+            sp_idgen_new_trace(gen, &ctx, tp);
+            memcpy(t, ctx.trace_id, 16);
+            memcpy(s, ctx.span_id, 8);
+            assert_string_equal(tp, "00-75c7b9206e6dd3b1cec20b6ceab0ae5d-"
+                                    "8d0a2c74499d313a-00");
+        }
+        from_hex("75c7b9206e6dd3b1cec20b6ceab0ae5d", want, 16);
+        assert_memory_equal(t, want, 16);
+        from_hex("8d0a2c74499d313a", want, 8);
+        assert_memory_equal(s, want, 8);
+        sp_idgen_destroy(gen);
+    }
+
+    /* a single span id skips the zero one too */
+    gen = aes_gen(zero_span);
+    sp_idgen_trace_id(gen, t);
+    sp_idgen_span_id(gen, s);
+    from_hex("8d0a2c74499d313a", want, 8);
+    assert_memory_equal(s, want, 8);
+    sp_idgen_destroy(gen);
+}
+
+/* What sp_idgen_new_trace() writes: the ids sp_idgen_ids() draws, no
+ * flags, and their traceparent as sp_traceparent_format() writes it. */
+static void
+check_new_trace(sp_idgen *a, sp_idgen *b)
+{
+    sp_span_context ctx, want;
+    char tp[SP_TRACEPARENT_SIZE], want_tp[SP_TRACEPARENT_SIZE];
+
+    memset(&ctx, 0xff, sizeof(ctx));
+    memset(tp, 'X', sizeof(tp));
+    sp_idgen_new_trace(a, &ctx, tp);
+    sp_idgen_ids(b, want.trace_id, want.span_id);
+    want.trace_flags = 0;
+    assert_memory_equal(&ctx, &want, sizeof(ctx));
+    sp_traceparent_format(&want, want_tp);
+    assert_string_equal(tp, want_tp);
+}
+
+static void
+new_trace_is_the_ids_and_their_traceparent(void **state)
+{
+    const uint64_t words[] = {
+        0x0102030405060708u, 0x090a0b0c0d0e0f10u, 0xa1a2a3a4a5a6a7a8u,
+        0x0102030405060708u, 0x090a0b0c0d0e0f10u, 0xa1a2a3a4a5a6a7a8u
+    };
+    script sa = {words, 3, 0}, sb = {words + 3, 3, 0};
+    sp_idgen *a, *b;
+    sp_span_context ctx;
+    char tp[SP_TRACEPARENT_SIZE];
+    int i;
+
+    (void)state;
+    a = sp_idgen_create_from(next_word, &sa);
+    b = sp_idgen_create_from(next_word, &sb);
+    check_new_trace(a, b);
+    sp_idgen_destroy(a);
+    sp_idgen_destroy(b);
+
+    a = sp_idgen_create_from(next_word, &sa);
+    sa.used = 0;
+    sp_idgen_new_trace(a, &ctx, tp);
+    assert_string_equal(tp, "00-0102030405060708090a0b0c0d0e0f10-"
+                            "a1a2a3a4a5a6a7a8-00");
+    sp_idgen_destroy(a);
+
+    if (!sp_idgen_aes_available()) {
+        return;
+    }
+    /* every digit, and the counter's low half as it wraps */
+    a = aes_gen("f0ffffffffffffff0123456789abcdef");
+    b = aes_gen("f0ffffffffffffff0123456789abcdef");
+    for (i = 0; i < 4096; i++) {
+        check_new_trace(a, b);
+    }
+    sp_idgen_destroy(a);
+    sp_idgen_destroy(b);
+}
+
+/* The kernel-seeded tests run twice: with AES where the CPU has it, and
+ * with xoshiro256**. */
+static int
+with_aes(void **state)
+{
+    (void)state;
+    sp_idgen_use_aes(true);
+    return 0;
+}
+
+static int
+with_xoshiro(void **state)
+{
+    (void)state;
+    sp_idgen_use_aes(false);
+    return 0;
+}
+
 int
 main(void)
 {
@@ -284,7 +491,12 @@ main(void)
         cmocka_unit_test(kernel_seeded_ids_look_random),
         cmocka_unit_test(reseeding_after_fork_stops_repeats),
         cmocka_unit_test(ids_draws_as_trace_id_then_span_id),
+        cmocka_unit_test(aes_ids_are_blocks_of_successive_counters),
+        cmocka_unit_test(aes_zero_ids_are_drawn_again),
+        cmocka_unit_test(new_trace_is_the_ids_and_their_traceparent),
     };
 
-    return cmocka_run_group_tests_name("ids", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("ids (aes)", tests, with_aes, NULL)
+           | cmocka_run_group_tests_name("ids (xoshiro256**)", tests,
+                                         with_xoshiro, with_aes);
 }
