@@ -249,7 +249,7 @@ static void ngx_http_spanprof_finish(void *data);
 static void ngx_http_spanprof_authority(ngx_http_request_t *r,
     sp_entry_http *h);
 static void ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx);
-static void ngx_http_spanprof_cache_mark(void *data);
+static void ngx_http_spanprof_cache_free(void *data);
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
@@ -2698,12 +2698,13 @@ ngx_http_spanprof_address(ngx_str_t *text, const char **data, size_t *len)
 
 
 /*
- * Marks the cleanup entry of c->pool whose data is the connection's
- * sp_entry_cache: the pool frees the memory with the connection.
+ * The cleanup of c->pool whose data is the connection's sp_entry_cache,
+ * which it frees; its handler marks it.
  */
 static void
-ngx_http_spanprof_cache_mark(void *data)
+ngx_http_spanprof_cache_free(void *data)
 {
+    ngx_free(data);
 }
 
 
@@ -2712,11 +2713,14 @@ ngx_http_spanprof_cache_mark(void *data)
  * spans its later requests repeat), made at its second request, so that
  * a connection that serves one request pays nothing for it: from then on
  * each span copies six attributes instead of writing them. HTTP/1.x only:
- * an HTTP/2 connection's streams are requests of their own. It is kept
- * in c->pool, found by its cleanup entry: nginx has no slot for a
- * module's data on a connection, and the list is short (empty on a plain
- * keep-alive connection; an ssl one adds a few): with the call, ~20
- * instructions a request (callgrind). NULL when there is none.
+ * an HTTP/2 connection's streams are requests of their own. It is found
+ * by its cleanup entry in c->pool: nginx has no slot for a module's data
+ * on a connection, and the list is short (empty on a plain keep-alive
+ * connection; an ssl one adds a few): with the call, ~20 instructions a
+ * request (callgrind). Not in the pool: larger than what c->pool keeps
+ * in its blocks (connection_pool_size), it went to the pool's list of
+ * large allocations, which nginx walks at each keep-alive request's end
+ * (ngx_pfree(), ~6 instructions a request). NULL when there is none.
  */
 static sp_entry_cache *
 ngx_http_spanprof_cache(ngx_http_request_t *r)
@@ -2734,20 +2738,26 @@ ngx_http_spanprof_cache(ngx_http_request_t *r)
     }
 
     cache = ngx_http_spanprof_cleanup_data(c->pool,
-                                           ngx_http_spanprof_cache_mark);
+                                           ngx_http_spanprof_cache_free);
     if (cache != NULL) {
         return cache;
     }
 
-    cln = ngx_pool_cleanup_add(c->pool, sizeof(sp_entry_cache));
+    cln = ngx_pool_cleanup_add(c->pool, 0);
     if (cln == NULL) {
         return NULL;
     }
 
-    cln->handler = ngx_http_spanprof_cache_mark;
-    sp_entry_cache_init(cln->data);
+    cache = ngx_alloc(sizeof(sp_entry_cache), c->log);
+    if (cache == NULL) {
+        return NULL;
+    }
 
-    return cln->data;
+    sp_entry_cache_init(cache);
+    cln->data = cache;
+    cln->handler = ngx_http_spanprof_cache_free;
+
+    return cache;
 }
 
 
