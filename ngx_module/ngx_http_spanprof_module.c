@@ -248,7 +248,8 @@ static ngx_inline ngx_int_t ngx_http_spanprof_push(ngx_http_request_t *r,
 static void ngx_http_spanprof_finish(void *data);
 static void ngx_http_spanprof_authority(ngx_http_request_t *r,
     sp_entry_http *h);
-static void ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx);
+static ngx_inline void ngx_http_spanprof_record(
+    ngx_http_spanprof_ctx_t *ctx);
 static void ngx_http_spanprof_cache_free(void *data);
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
@@ -2768,12 +2769,35 @@ ngx_http_spanprof_cache(ngx_http_request_t *r)
                     ngx_min(sizeof(*(p)) - (off), 64));                     \
     }
 
+/* ngx_inet_get_port(), without its call (~8 instructions a request,
+ * callgrind). */
+static ngx_inline in_port_t
+ngx_http_spanprof_port(struct sockaddr *sa)
+{
+    switch (sa->sa_family) {
+
+#if (NGX_HAVE_INET6)
+    case AF_INET6:
+        return ntohs(((struct sockaddr_in6 *) sa)->sin6_port);
+#endif
+
+    case AF_INET:
+        return ntohs(((struct sockaddr_in *) sa)->sin_port);
+
+    default: /* AF_UNIX */
+        return 0;
+    }
+}
+
+
 /* ngx_http_spanprof_record() clears its sp_entry_http in five pieces. */
 _Static_assert(sizeof(sp_entry_http) <= 5 * 64,
                "sp_entry_http is cleared in five pieces of 64 bytes");
 
-/* The span record of a request, into the worker's ring. */
-static void
+/* The span record of a request, into the worker's ring. Inline in
+ * ngx_http_spanprof_finish(), its one caller: one frame (~10
+ * instructions a request, callgrind). */
+static ngx_inline __attribute__((always_inline)) void
 ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
 {
     u_char                        *query, *last, *hash;
@@ -2912,7 +2936,7 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
      * on. The listening socket's address has it even when it is a
      * wildcard: no getsockname() for the local address itself. */
     if (c->local_socklen > 0) {
-        h.server_port = ngx_inet_get_port(c->local_sockaddr);
+        h.server_port = ngx_http_spanprof_port(c->local_sockaddr);
     }
 
     client = ctx->client.len > 0 ? &ctx->client : &c->addr_text;

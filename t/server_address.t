@@ -18,6 +18,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use IO::Socket::IP;
 use Test::More;
 
 use Spanprof::Server qw(new_dir read_file write_file free_port nginx_conf
@@ -126,6 +127,27 @@ sub cases {
     );
 }
 
+# A request without any authority to an IPv6 listener: the port it came
+# in on, from the listening socket's IPv6 address (nginx reads it from
+# the sockaddr itself, ngx_http_spanprof_port()).
+sub check_ipv6_port {
+    my ($server, $recv, $port) = @_;
+    my $what = "$server: HTTP/1.0 without Host over IPv6";
+    my $trace = sprintf '%032x', 0x5e7ae0 + ++$serial;
+    my $s = IO::Socket::IP->new(PeerHost => '::1', PeerPort => $port,
+                                Timeout => 10);
+    ok($s, "$what: connects") or return;
+    print $s "GET /index.html HTTP/1.0\r\n"
+        . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n\r\n";
+    my $answer = do { local $/; <$s> } // '';
+    close $s;
+    like($answer, qr{^HTTP/1\.\d 200}, "$what: answered 200");
+    my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $trace });
+    ok($span, "$what: the span arrives") or return;
+    is(Spanprof::Receiver::attribute($span->{attributes}, 'server.port'),
+       $port, "$what: server.port $port");
+}
+
 # Requests on one keep-alive connection, most repeating the one before
 # (a span then copies the attributes the connection's previous one wrote,
 # sp_entry_cache) and some changing Host, User-Agent or a proxy's header,
@@ -182,7 +204,9 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
     my $h2 = free_port();
-    my $port = nginx_conf($dir, server => "        listen 127.0.0.1:$h2 http2;",
+    my $v6 = free_port();
+    my $port = nginx_conf($dir, server => "        listen 127.0.0.1:$h2 http2;"
+                                          . "\n        listen [::1]:$v6;",
                           location => "root $dir;");
     write_file("$dir/index.html", "hello\n");
     my $nginx = nginx_start($dir, $port, %env,
@@ -194,6 +218,7 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
     check('nginx', $recv, $h2, grep { defined $_->[1] && $_->[1] eq '1' }
                                     @cases);
     check_keepalive('nginx', $recv, $port);
+    check_ipv6_port('nginx', $recv, $v6);
     stop($nginx);
 }
 
