@@ -6,10 +6,11 @@
  * exporter the way mod_cgid starts its daemon: as the children's User,
  * watched with apr_proc_other_child_register, replaced on every restart.
  * Each child claims a ring. A request's entry span starts in
- * post_read_request and ends with the initial request's pool; the trace
- * headers reach mod_proxy through r->headers_in, set in fixups; the thread
- * (or process, under prefork) serving it is sampled on the wall clock, so
- * the time it spends blocked on a backend is sampled too.
+ * post_read_request and ends as httpd logs the initial request, as its
+ * pool goes; the trace headers reach mod_proxy through r->headers_in, set
+ * in fixups; the thread (or process, under prefork) serving it is sampled
+ * on the wall clock, so the time it spends blocked on a backend is
+ * sampled too.
  */
 
 #include "httpd.h"
@@ -122,14 +123,8 @@ struct spanprof_request {
                                   which a redirect's request shares */
     apr_os_thread_t  thread;   /* the one that entered it */
     int           finished;
-    apr_uint64_t  end_ns;      /* 0: when its pool goes */
+    apr_uint64_t  end_ns;      /* 0: as it is logged */
     ap_filter_t  *stream_end;  /* on its HTTP/2 stream's connection */
-    /* As logged (spanprof_note_outcome): later, when the pool goes,
-     * mod_http2 has marked a stream's connection aborted whether or not
-     * the client went away. */
-    int           logged;
-    int           status;
-    int           aborted;
     const char   *header[SPANPROF_H_COUNT];    /* NULL: not sent */
 };
 
@@ -802,29 +797,6 @@ spanprof_final(request_rec *r)
     return r;
 }
 
-/* The status and whether the client went away, once, as the request is
- * logged (or, if it never is, as its pool goes); last is the request it
- * ended in. */
-static APR_INLINE void
-spanprof_note_outcome_at(spanprof_request *sr, request_rec *last)
-{
-    if (sr->logged) {
-        return;
-    }
-    sr->logged = 1;
-    sr->status = last->status;
-    sr->aborted = spanprof_client_gone(sr->initial);
-}
-
-/* The same, when the request it ended in is not known yet. */
-static void
-spanprof_note_outcome(spanprof_request *sr)
-{
-    if (!sr->logged) {
-        spanprof_note_outcome_at(sr, spanprof_final(sr->initial));
-    }
-}
-
 static spanprof_request *
 spanprof_request_of(request_rec *r)
 {
@@ -1125,24 +1097,22 @@ spanprof_conn_cache(conn_rec *c, spanprof_conn *sc)
     return sc->cache;
 }
 
-/* The span record of a request whose initial request's pool goes. Inlined
- * into its one caller: gcc left it out of line (~25 instructions more a
- * request, callgrind). */
+/*
+ * The span record of sr, whose initial request is logged, in a scope that
+ * is on; last is the request it ended in. Inlined into its one caller:
+ * gcc left it out of line (~25 instructions more a request, callgrind).
+ */
 static APR_INLINE __attribute__((always_inline)) void
-spanprof_record(spanprof_request *sr)
+spanprof_record(spanprof_request *sr, request_rec *last)
 {
-    request_rec       *r = sr->initial, *last = spanprof_final(r);
+    request_rec       *r = sr->initial;
     spanprof_dir_conf *d;
     const char        *route = NULL, *path, *version, *authority, *scheme;
     size_t             route_len = 0, path_len, query_len, client_len,
                        peer_len;
     int64_t            status;
 
-    if (sr->stream_end != NULL) {
-        sr->stream_end->ctx = NULL;     /* the filter outlives the pool */
-    }
-    spanprof_stop_sampling(sr);
-    if (!spanprof_enabled_here(last) || spanprof_ring == NULL
+    if (spanprof_ring == NULL
         || (sr->upgrading && r->status == HTTP_SWITCHING_PROTOCOLS))
     {
         return;
@@ -1178,7 +1148,6 @@ spanprof_record(spanprof_request *sr)
     /* HTTP/2 is mod_http2's streams, on their secondary connections: a
      * request line may claim "HTTP/2.0" or "HTTP/3.0" too, and httpd
      * serves it over HTTP/1.1. */
-    spanprof_note_outcome(sr);
     version = r->proto_num >= HTTP_VERSION(2, 0)
               && r->connection->master != NULL ? "2"
               : r->proto_num == HTTP_VERSION(1, 0) ? "1.0"
@@ -1188,12 +1157,14 @@ spanprof_record(spanprof_request *sr)
      * (414) has: it read no version there, and the span says none. The
      * line is searched only when the request failed, not for every
      * HTTP/1.0 client's (ab's). */
-    if (r->proto_num == HTTP_VERSION(1, 0) && sr->status >= 400
+    if (r->proto_num == HTTP_VERSION(1, 0) && last->status >= 400
         && (r->the_request == NULL || strstr(r->the_request, " HTTP/") == NULL))
     {
         version = NULL;
     }
-    status = sr->aborted && sr->status < 400 ? 499 : sr->status;
+    /* The status logged (%>s); no log hook changes it or the connection. */
+    status = last->status < 400 && spanprof_client_gone(r) ? 499
+             : last->status;
 
     /*
      * Each field named, none cleared first: a memset of the whole record
@@ -1251,22 +1222,29 @@ spanprof_record(spanprof_request *sr)
     }
 }
 
-static apr_status_t
-spanprof_request_done(void *data)
+/* sr's span is over: its sampling ends, whether or not it is recorded. */
+static APR_INLINE void
+spanprof_close(spanprof_request *sr)
 {
-    spanprof_request *sr = data;
-    spanprof_conn    *sc = sr->conn;
-
-    if (sr->finished) {
-        return APR_SUCCESS;
+    if (sr->stream_end != NULL) {
+        sr->stream_end->ctx = NULL;     /* the filter outlives the request */
     }
+    spanprof_stop_sampling(sr);
+}
+
+/* Once its span is written, sr goes back to its connection's spares: the
+ * request's pool goes right after its log hooks, and no hook of ours
+ * reads sr after them. */
+static APR_INLINE void
+spanprof_spare(spanprof_request *sr)
+{
+    spanprof_conn *sc = sr->conn;
+
     sr->finished = 1;
-    spanprof_record(sr);
     if (sc != NULL) {
         sr->next = sc->spare;
         sc->spare = sr;
     }
-    return APR_SUCCESS;
 }
 
 /*
@@ -1418,8 +1396,8 @@ spanprof_begin_entry(sp_entry_headers *in, char *scratch, size_t size,
 }
 
 /*
- * The entry span of an initial request, kept in its request_config, and
- * the pool cleanup that ends it.
+ * The entry span of an initial request, kept in its request_config until
+ * httpd logs the request (spanprof_log_transaction).
  */
 static spanprof_request *
 spanprof_begin(request_rec *r)
@@ -1440,8 +1418,7 @@ spanprof_begin(request_rec *r)
      * later allocations fall, and glibc's strcmp() of them in the
      * location and directory walks took a slower way (~77 instructions a
      * request). Taken from the connection's spares, the walks cost what
-     * they do without spanprof; the pool cleanup's 32 bytes still move
-     * others (~25): -15 a request in the child (callgrind). */
+     * they do without spanprof: -15 a request in the child (callgrind). */
     sc = spanprof_conn_of(r->connection);
     if (sc != NULL && sc->spare != NULL) {
         sr = sc->spare;
@@ -1479,8 +1456,6 @@ spanprof_begin(request_rec *r)
     sr->entry.tracestate = sr->tracestate;
     sr->entry.baggage = sr->baggage;
     ap_set_module_config(r->request_config, &spanprof_module, sr);
-    apr_pool_cleanup_register(r->pool, sr, spanprof_request_done,
-                              apr_pool_cleanup_null);
     return sr;
 }
 
@@ -1511,7 +1486,7 @@ spanprof_post_read_request(request_rec *r)
     }
 
     /* Where a scope inside turns it on, the request begins as any; the
-     * scope it ends in decides (fixups, spanprof_request_done). */
+     * scope it ends in decides (fixups, spanprof_log_transaction). */
     if (!spanprof_active || r->main != NULL || r->prev != NULL
         || (!spanprof_on_inside && !spanprof_enabled_here(r))
         || spanprof_dummy_connection(r))
@@ -1533,7 +1508,7 @@ spanprof_post_read_request(request_rec *r)
         return DECLINED;
     }
 
-    /* This thread may still carry a span whose request is not freed yet
+    /* This thread may still carry a span whose request is not logged yet
      * (its last bucket waits for write completion): none of that one's. */
     sp_sampler_leave(spanprof_sampler);
     /* A recorded request that is not profiled: its thread's continuous
@@ -1560,11 +1535,12 @@ spanprof_post_read_request(request_rec *r)
 /*
  * An HTTP/2 stream's request ends on its secondary connection when its
  * EOR bucket passes, on the worker thread that served it. mod_http2 keeps
- * that bucket, and so logs the request and frees its pool (our cleanup),
- * only when the main connection next purges finished streams: with
- * another stream of the session still running, seconds later. Until
- * then the span lasted seconds it did not, and the worker, waiting idle
- * for its next stream, was sampled under it at the snapshot interval.
+ * that bucket, and so logs the request (where its span ends) and frees
+ * its pool, only when the main connection next purges finished streams:
+ * with another stream of the session still running, seconds later.
+ * Until then the span lasted seconds it did not, and the worker, waiting
+ * idle for its next stream, was sampled under it at the snapshot
+ * interval.
  */
 static apr_status_t
 spanprof_stream_end_filter(ap_filter_t *f, apr_bucket_brigade *bb)
@@ -1737,18 +1713,18 @@ spanprof_poll(request_rec *r)
 }
 
 /*
- * The rest of spanprof_log_refused, for an initial request r that ended
- * in last, sr's (NULL: it has none): for the few that are refused, a
- * dummy connection or have no span yet. Apart, spanprof_log_refused
- * calls nothing and saves no registers on the way of every other
- * request (~15 instructions a request, callgrind).
+ * The rest of spanprof_log_transaction, for an initial request r that
+ * ended in last, sr's (NULL: it has none): for the few that are refused,
+ * off, a dummy connection or have no span yet. The span to record, or
+ * NULL. Apart, the hook saves no registers for it on the way of every
+ * other request (~15 instructions a request, callgrind).
  */
-static __attribute__((noinline)) int
+static __attribute__((noinline)) spanprof_request *
 spanprof_log_unusual(request_rec *r, spanprof_request *sr,
                      request_rec *last)
 {
     if (spanprof_dummy_connection(r)) {
-        return DECLINED;
+        return NULL;
     }
     /*
      * Refused before fixups (a 403 of Require, a 401, a 400) in a scope
@@ -1759,36 +1735,70 @@ spanprof_log_unusual(request_rec *r, spanprof_request *sr,
     if (!spanprof_enabled_here(last)) {
         if (sr != NULL) {
             spanprof_set_env(last, NULL);
-            spanprof_stop_sampling(sr);
+            spanprof_close(sr);
+            spanprof_spare(sr);
         }
-        return DECLINED;
+        return NULL;
     }
     if (sr == NULL) {
         sr = spanprof_begin(r);
         sr->entry.start_ns = (uint64_t) r->request_time * 1000;
-        spanprof_note_outcome(sr);
         spanprof_set_env(r, sr);
     }
-    return DECLINED;
+    return sr;
 }
 
 /*
- * First of the log_transaction hooks, so that mod_log_config has the ids:
- * an initial request without a span where one was due was refused while
+ * A redirected request logged in its initial one's place, which stock
+ * httpd never does: its initial request's span, NULL if it has none, it
+ * ended already or in a scope that is off; *last: the request it ended
+ * in.
+ */
+static __attribute__((noinline)) spanprof_request *
+spanprof_log_redirected(request_rec *r, request_rec **last)
+{
+    spanprof_request *sr = spanprof_request_of(r);
+
+    if (sr == NULL || sr->finished) {
+        return NULL;
+    }
+    *last = spanprof_final(sr->initial);
+    if (!spanprof_enabled_here(*last)) {
+        spanprof_close(sr);
+        spanprof_spare(sr);
+        return NULL;
+    }
+    return sr;
+}
+
+/*
+ * First of the log_transaction hooks: the request's span ends here, as
+ * httpd logs the request, and mod_log_config has the ids. httpd logs it
+ * as its last bucket goes (HTTP/1.x: when the response is written; an
+ * HTTP/2 stream's when the main connection purges it), in a cleanup of
+ * its pool that runs before any other: the span ends where a cleanup of
+ * our own had it end. Without that cleanup's registration (and its 32
+ * bytes in the pool) and a second, last log hook for the sampler, the
+ * child runs ~80 instructions fewer a request (callgrind). The status and
+ * the connection are the logged ones: no log hook changes them.
+ *
+ * An initial request without a span where one was due was refused while
  * httpd read it (a malformed request line or header, a URI or headers too
  * long), or by a module's post_read_request. A request all the same, as
  * the access log says: its span begins when the request did, with what
- * headers httpd had read. The outcome is noted here too, not in the last
- * hook, which then has nothing to do without a sampler (~55 instructions
- * a request, callgrind): no log hook changes the status or the
- * connection.
+ * headers httpd had read, and ends here.
  */
 static int
-spanprof_log_refused(request_rec *r)
+spanprof_log_transaction(request_rec *r)
 {
     spanprof_request *sr;
     request_rec      *last;
 
+    /* The thread's work for a request, any request, is over: now and
+     * then the sampler is polled. */
+    if (spanprof_sampler != NULL) {
+        spanprof_poll(r);
+    }
     /*
      * httpd logs a connection's first read that timed out before a whole
      * request line came as a 408 "-" too: mostly a client that opened a
@@ -1803,42 +1813,24 @@ spanprof_log_refused(request_rec *r)
     if (!spanprof_active || r->main != NULL) {
         return DECLINED;
     }
-    if (r->prev != NULL) {
-        sr = spanprof_request_of(r);
-        if (sr != NULL) {
-            spanprof_note_outcome(sr);
+    if (r->prev == NULL) {
+        /* r is the initial request, sr's if it has one: the request it
+         * ended in is found once, for the outcome and the scope (~10
+         * instructions a request, callgrind). */
+        sr = ap_get_module_config(r->request_config, &spanprof_module);
+        last = spanprof_final(r);
+        if (sr == NULL || !spanprof_enabled_here(last)) {
+            sr = spanprof_log_unusual(r, sr, last);
         }
+    } else {
+        sr = spanprof_log_redirected(r, &last);
+    }
+    if (sr == NULL) {
         return DECLINED;
     }
-    /* r is the initial request, sr's if it has one: the request it ended
-     * in is found once, for the outcome and the scope (~10 instructions
-     * a request, callgrind). */
-    sr = ap_get_module_config(r->request_config, &spanprof_module);
-    last = spanprof_final(r);
-    if (sr != NULL) {
-        spanprof_note_outcome_at(sr, last);
-        if (spanprof_enabled_here(last)) {
-            return DECLINED;        /* nothing else for a dummy connection */
-        }
-    }
-    return spanprof_log_unusual(r, sr, last);
-}
-
-/* Last of the log_transaction hooks: the response is logged, the thread's
- * work for the request is over. Only a sampler has anything to do then. */
-static int
-spanprof_log_transaction(request_rec *r)
-{
-    spanprof_request *sr;
-
-    if (spanprof_sampler == NULL) {
-        return DECLINED;
-    }
-    sr = spanprof_request_of(r);
-    if (sr != NULL) {
-        spanprof_stop_sampling(sr);
-    }
-    spanprof_poll(r);
+    spanprof_close(sr);
+    spanprof_record(sr, last);
+    spanprof_spare(sr);
     return DECLINED;
 }
 
@@ -1977,10 +1969,8 @@ spanprof_register_hooks(apr_pool_t *p)
     ap_hook_map_to_storage(spanprof_map_to_storage, NULL,
                            spanprof_before_core, APR_HOOK_REALLY_FIRST);
     ap_hook_fixups(spanprof_fixups, NULL, NULL, APR_HOOK_REALLY_LAST);
-    ap_hook_log_transaction(spanprof_log_refused, NULL, NULL,
-                            APR_HOOK_REALLY_FIRST);
     ap_hook_log_transaction(spanprof_log_transaction, NULL, NULL,
-                            APR_HOOK_REALLY_LAST);
+                            APR_HOOK_REALLY_FIRST);
     spanprof_stream_end_handle = ap_register_output_filter(
         "SPANPROF_STREAM_END", spanprof_stream_end_filter, NULL,
         AP_FTYPE_CONNECTION);
