@@ -988,10 +988,12 @@ spanprof_len(const char *s)
  * url.path as the client sent it, and its length; NULL: none. httpd
  * decodes and normalizes r->parsed_uri.path in place. An absolute-form
  * target's path follows its authority; the query and a fragment end it,
- * as apr_uri_parse() says. query_len: the length of r->parsed_uri.query.
+ * as apr_uri_parse() says. *query and *query_len: r->parsed_uri.query and
+ * its length, made the query as the client sent it where they are not.
  */
 static const char *
-spanprof_target_path(request_rec *r, size_t query_len, size_t *len)
+spanprof_target_path(request_rec *r, const char **query, size_t *query_len,
+                     size_t *len)
 {
     const char *path = r->unparsed_uri, *scheme_end;
     size_t      n, cut;
@@ -1006,17 +1008,24 @@ spanprof_target_path(request_rec *r, size_t query_len, size_t *len)
      * first '?' runs to the end when there is no fragment, so the path
      * is the rest. A strcspn() for every request was ~40 instructions
      * more (callgrind). r->args is that query: httpd's modules replace
-     * it rather than change it, but one that unescaped it in place would
-     * make it shorter than what the client sent, so the '?' is checked
-     * where the path would end, and a query that does not fit falls to
-     * the search.
+     * it rather than change it, but one that unescaped it in place made
+     * it shorter than what the client sent, and its length could land on
+     * a later '?' ("/a?b?%41", the query made "b?A": the path was "/a?b"):
+     * so the tail must be the query, byte for byte, and a query that is
+     * not falls to the search.
      */
     if (path[0] == '/' && r->parsed_uri.path != NULL
         && r->parsed_uri.fragment == NULL)
     {
         n = strlen(path);
-        cut = r->parsed_uri.query != NULL ? query_len + 1 : 0;
-        if (cut == 0 || (cut <= n && path[n - cut] == '?')) {
+        if (*query == NULL) {
+            *len = n;
+            return path;
+        }
+        cut = *query_len + 1;
+        if (cut <= n && path[n - cut] == '?'
+            && memcmp(path + n - *query_len, *query, *query_len) == 0)
+        {
             *len = n - cut;
             return path;
         }
@@ -1030,6 +1039,10 @@ spanprof_target_path(request_rec *r, size_t query_len, size_t *len)
         path += strcspn(path, "/?#");
     }
     *len = strcspn(path, "?#");
+    if (*query != NULL && path[*len] == '?') {
+        *query = path + *len + 1;
+        *query_len = strcspn(*query, "#");
+    }
     return path;
 }
 
@@ -1106,7 +1119,8 @@ spanprof_record(spanprof_request *sr, request_rec *last)
 {
     request_rec       *r = sr->initial;
     spanprof_dir_conf *d;
-    const char        *route = NULL, *path, *version, *authority, *scheme;
+    const char        *route = NULL, *path, *query, *version, *authority,
+                      *scheme;
     size_t             route_len = 0, path_len, query_len, client_len,
                        peer_len;
     int64_t            status;
@@ -1132,8 +1146,9 @@ spanprof_record(spanprof_request *sr, request_rec *last)
         route = last->handler;
         route_len = strlen(last->handler);
     }
-    query_len = spanprof_len(r->parsed_uri.query);
-    path = spanprof_target_path(r, query_len, &path_len);
+    query = r->parsed_uri.query;
+    query_len = spanprof_len(query);
+    path = spanprof_target_path(r, &query, &query_len, &path_len);
     /* An absolute-form target names the server in the request line; else
      * Host, which mod_http2 makes of :authority. r->hostname has lost the
      * port. */
@@ -1178,7 +1193,7 @@ spanprof_record(spanprof_request *sr, request_rec *last)
             .route_len = route_len,
             .path = path,
             .path_len = path_len,
-            .query = r->parsed_uri.query,
+            .query = query,
             .query_len = query_len,
             .scheme = scheme,
             .scheme_len = spanprof_len(scheme),

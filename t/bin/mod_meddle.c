@@ -1,0 +1,47 @@
+/*
+ * A third-party module for t/httpd_meddling.t: what some modules do to a
+ * request's fields in place, after spanprof's post_read_request, asked
+ * for by a request header:
+ *
+ *   X-Meddle-Unescape-Query   the query (r->args, the very string of
+ *                             r->parsed_uri.query) unescaped in place,
+ *                             shorter than the client sent it.
+ *
+ * Built by the test with apxs; not part of spanprof.
+ */
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_protocol.h"
+#include "http_request.h"
+
+module AP_MODULE_DECLARE_DATA meddle_module;
+
+static int
+meddle_post_read_request(request_rec *r)
+{
+    if (r->args != NULL
+        && apr_table_get(r->headers_in, "X-Meddle-Unescape-Query") != NULL)
+    {
+        (void) ap_unescape_url(r->args);
+    }
+    return DECLINED;
+}
+
+static void
+meddle_register_hooks(apr_pool_t *p)
+{
+    ap_hook_post_read_request(meddle_post_read_request, NULL, NULL,
+                              APR_HOOK_MIDDLE);
+}
+
+module AP_MODULE_DECLARE_DATA meddle_module = {
+    STANDARD20_MODULE_STUFF,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    meddle_register_hooks,
+    AP_MODULE_FLAG_NONE
+};
