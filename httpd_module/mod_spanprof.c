@@ -139,7 +139,7 @@ struct spanprof_conn {
     spanprof_request  *spare;
     sp_entry_cache    *cache;   /* from its second span on */
     int                spans;   /* one has ended */
-    const char        *peer;    /* c->client_ip when peer_len was taken */
+    const char        *peer;    /* c->client_ip as it was accepted */
     size_t             peer_len;
 };
 
@@ -1047,10 +1047,12 @@ spanprof_target_path(request_rec *r, const char **query, size_t *query_len,
 }
 
 /*
- * The connection's spanprof_conn, made at its first request; NULL for a
- * mod_http2 stream's.
+ * The connection's spanprof_conn, made as it begins (pre_connection) or
+ * at its first request; NULL for a mod_http2 stream's. Inlined: called
+ * from two places, gcc left it out of line (~9 instructions more a
+ * request, callgrind).
  */
-static spanprof_conn *
+static APR_INLINE __attribute__((always_inline)) spanprof_conn *
 spanprof_conn_of(conn_rec *c)
 {
     spanprof_conn *sc;
@@ -1067,22 +1069,21 @@ spanprof_conn_of(conn_rec *c)
 }
 
 /*
- * The length of c->client_ip, taken once per connection: the string is
- * the connection's, made as it was accepted (mod_remoteip names another
- * client in r->useragent_ip). Its strlen() for every request: -8
- * instructions a request (callgrind).
+ * The length of c->client_ip, taken once per connection for the string
+ * httpd made as it accepted it (spanprof_pre_connection), which nothing
+ * writes again (mod_remoteip names another client in r->useragent_ip).
+ * Its strlen() for every request: -8 instructions a request (callgrind).
+ * Another string is measured: a module that sets c->client_ip for a
+ * request (in the request's pool, or in a buffer of its own) may give
+ * one at the address an earlier request's had, with other bytes.
  */
 static APR_INLINE size_t
 spanprof_peer_len(conn_rec *c, spanprof_conn *sc)
 {
-    if (sc == NULL) {
-        return spanprof_len(c->client_ip);
+    if (sc != NULL && sc->peer == c->client_ip) {
+        return sc->peer_len;
     }
-    if (sc->peer != c->client_ip) {
-        sc->peer = c->client_ip;
-        sc->peer_len = spanprof_len(c->client_ip);
-    }
-    return sc->peer_len;
+    return spanprof_len(c->client_ip);
 }
 
 /*
@@ -1501,7 +1502,17 @@ spanprof_upgrade(request_rec *r, spanprof_request *sr)
 static int
 spanprof_pre_connection(conn_rec *c, void *csd)
 {
+    spanprof_conn *sc;
+
     sp_sampler_admit(spanprof_sampler);
+    /* The peer's address as httpd made it (spanprof_peer_len). */
+    if (spanprof_active) {
+        sc = spanprof_conn_of(c);
+        if (sc != NULL) {
+            sc->peer = c->client_ip;
+            sc->peer_len = spanprof_len(c->client_ip);
+        }
+    }
     return OK;
 }
 

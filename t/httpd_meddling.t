@@ -5,7 +5,12 @@
 #   - the query unescaped in place ("b?%41" becomes "b?A"), so that its
 #     length lands on the target's second '?': url.path is still the
 #     target's up to its first '?' and url.query the query as sent (the
-#     path was cut at the second: "/index.html?b").
+#     path was cut at the second: "/index.html?b");
+#   - the connection's client_ip set for each request to the address a
+#     header names, in one buffer the module writes again each time: the
+#     second request of a keep-alive connection, whose address is longer,
+#     has it whole in network.peer.address (spanprof kept the first one's
+#     length, by the pointer: "10.2.2.2" for "10.2.2.222").
 # Real apache2, the independent OTLP receiver.
 
 use strict;
@@ -19,7 +24,7 @@ use Test::More;
 
 use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
-use Spanprof::Cases qw(wait_spans raw_answer);
+use Spanprof::Cases qw(wait_spans raw_answer keepalive_answers);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -68,6 +73,24 @@ sub traceparent {
        'query unescaped in place: url.path up to the first ?');
     is(attr($span, 'url.query'), 'b?%41',
        'query unescaped in place: url.query as sent');
+}
+
+# The connection's address rewritten in place, request by request.
+{
+    my @trace = map { sprintf '%032x', 0x3edd1e10 + $_ } 1 .. 3;
+    my @peer = ('10.1.1.1', '10.2.2.222', '10.3.3.3');
+    my @codes = keepalive_answers($port, map {
+        "GET /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        . "X-Meddle-Peer: $peer[$_]\r\n" . traceparent($trace[$_]) . "\r\n"
+    } 0 .. 2);
+    is("@codes", '200 200 200', 'peer rewritten: three answers on one '
+       . 'connection');
+    for my $i (0 .. 2) {
+        my $span = span_of($trace[$i]);
+        ok($span, "peer rewritten: request $i: the span arrives") or next;
+        is(attr($span, 'network.peer.address'), $peer[$i],
+           "peer rewritten: request $i: network.peer.address $peer[$i]");
+    }
 }
 
 stop($httpd);

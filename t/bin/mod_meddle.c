@@ -5,7 +5,11 @@
  *
  *   X-Meddle-Unescape-Query   the query (r->args, the very string of
  *                             r->parsed_uri.query) unescaped in place,
- *                             shorter than the client sent it.
+ *                             shorter than the client sent it;
+ *   X-Meddle-Peer: address    the connection's client_ip set to the
+ *                             address, in a buffer of the connection's
+ *                             that every such request writes again: the
+ *                             same pointer, other bytes.
  *
  * Built by the test with apxs; not part of spanprof.
  */
@@ -15,15 +19,33 @@
 #include "http_protocol.h"
 #include "http_request.h"
 
+#include "apr_strings.h"
+
+#define MEDDLE_PEER_SIZE 64
+
 module AP_MODULE_DECLARE_DATA meddle_module;
 
 static int
 meddle_post_read_request(request_rec *r)
 {
+    conn_rec   *c = r->connection;
+    const char *peer;
+    char       *buf;
+
     if (r->args != NULL
         && apr_table_get(r->headers_in, "X-Meddle-Unescape-Query") != NULL)
     {
         (void) ap_unescape_url(r->args);
+    }
+    peer = apr_table_get(r->headers_in, "X-Meddle-Peer");
+    if (peer != NULL && strlen(peer) < MEDDLE_PEER_SIZE) {
+        buf = ap_get_module_config(c->conn_config, &meddle_module);
+        if (buf == NULL) {
+            buf = apr_palloc(c->pool, MEDDLE_PEER_SIZE);
+            ap_set_module_config(c->conn_config, &meddle_module, buf);
+        }
+        apr_cpystrn(buf, peer, MEDDLE_PEER_SIZE);
+        c->client_ip = buf;
     }
     return DECLINED;
 }
