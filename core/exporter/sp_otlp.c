@@ -41,6 +41,12 @@
 typedef struct sp_ob_group {
     uint32_t pid;
     sp_buf   resource;  /* the Resource message's fields */
+    /* What resource holds, kept past the request it went with: the
+     * encoding of the resource of this version for this pid (version 0:
+     * none). Encoding it for every request cost 16 instructions a span
+     * (callgrind, nginx, a request of 512 spans). */
+    uint64_t res_version;
+    uint32_t res_pid;
     sp_buf   items;     /* the scope message's LogRecord/Span fields */
     size_t   hint;      /* room to give items when it has no memory */
     /* Its size in the request when items held `sized` bytes, and the
@@ -189,8 +195,8 @@ sp_ob_reset(sp_ob_batch *b)
         if (held > 2 * b->max_bytes) {
             sp_buf_free(&b->groups[i].resource);
             sp_buf_free(&b->groups[i].items);
+            b->groups[i].res_version = 0;
         }
-        sp_buf_clear(&b->groups[i].resource);
         sp_buf_clear(&b->groups[i].items);
     }
     b->groups_len = 0;
@@ -286,6 +292,33 @@ sp_ob_encode_resource(sp_buf *out, const sp_resource *res, uint32_t pid)
 }
 
 /*
+ * Puts first among the unused slots (at groups_len, which exists) the one
+ * whose resource is already encoded for pid and version, if one is.
+ */
+static void
+sp_ob_slot_find(sp_ob_batch *b, uint32_t pid, uint64_t version)
+{
+    sp_ob_group t, *first = &b->groups[b->groups_len];
+    size_t      i;
+
+    if (version == 0
+        || (first->res_version == version && first->res_pid == pid))
+    {
+        return;
+    }
+    for (i = b->groups_len + 1; i < b->groups_cap; i++) {
+        if (b->groups[i].res_version == version
+            && b->groups[i].res_pid == pid)
+        {
+            t = *first;
+            *first = b->groups[i];
+            b->groups[i] = t;
+            return;
+        }
+    }
+}
+
+/*
  * The group of pid, made with res if new (*created). Its size is counted
  * in b->size; a new group that then gets no record must be dropped with
  * sp_ob_drop_new.
@@ -296,6 +329,7 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
 {
     sp_ob_group *g;
     size_t       i, cap;
+    uint64_t     version;
     sp_status    rc;
 
     *created = false;
@@ -325,12 +359,14 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
             sp_buf_init(&g[i].resource, 0);
             sp_buf_init(&g[i].items, 0);
             g[i].hint = 0;
+            g[i].res_version = 0;
         }
         b->groups_cap = cap;
     }
     g = &b->groups[b->groups_len];
+    version = res != NULL ? sp_resource_version(res) : 0;
+    sp_ob_slot_find(b, pid, version);
     g->pid = pid;
-    sp_buf_clear(&g->resource);
     sp_buf_clear(&g->items);
     g->resource.limit = b->max_bytes;
     g->items.limit = b->max_bytes;
@@ -342,9 +378,15 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
     {
         sp_buf_clear(&g->items);
     }
-    sp_ob_encode_resource(&g->resource, res, pid);
-    if ((rc = sp_buf_status(&g->resource)) != SP_OK) {
-        return rc;
+    if (version == 0 || g->res_version != version || g->res_pid != pid) {
+        g->res_version = 0;
+        sp_buf_clear(&g->resource);
+        sp_ob_encode_resource(&g->resource, res, pid);
+        if ((rc = sp_buf_status(&g->resource)) != SP_OK) {
+            return rc;
+        }
+        g->res_version = version;
+        g->res_pid = pid;
     }
     sp_ob_group_measure(b, g);
     if (b->size + g->size > b->max_bytes) {

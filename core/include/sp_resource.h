@@ -50,6 +50,14 @@ SP_API sp_attr_type sp_resource_type(const sp_resource *r, size_t i);
 SP_API const char *sp_resource_string(const sp_resource *r, size_t i);
 SP_API int64_t sp_resource_int(const sp_resource *r, size_t i);
 
+/*
+ * A number that names the resource as it is now: a resource gets a new
+ * one at each change, and no two resources of the process, alive or gone,
+ * ever had the same. Whoever keeps an encoding of a resource keeps it
+ * with this, and encodes again when it differs. Never 0.
+ */
+SP_API uint64_t sp_resource_version(const sp_resource *r);
+
 /* The index of key in *index, or SP_ERR_NOT_FOUND. */
 SP_API sp_status sp_resource_find(const sp_resource *r, const char *key,
                                   size_t *index);

@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +39,18 @@ struct sp_resource {
     sp_attr *attrs;
     size_t n;
     size_t cap;
+    uint64_t version;   /* sp_resource_version */
 };
+
+/* Versions handed out in this process: each is new, never 0. */
+static _Atomic uint64_t sp_resource_versions;
+
+static void
+sp_resource_touch(sp_resource *r)
+{
+    r->version = atomic_fetch_add_explicit(&sp_resource_versions, 1,
+                                           memory_order_relaxed) + 1;
+}
 
 sp_status
 sp_resource_create(sp_resource **out)
@@ -52,6 +64,7 @@ sp_resource_create(sp_resource **out)
     if (r == NULL) {
         return SP_ERR_NOMEM;
     }
+    sp_resource_touch(r);
     *out = r;
     return SP_OK;
 }
@@ -70,6 +83,12 @@ sp_resource_destroy(sp_resource *r)
     }
     free(r->attrs);
     free(r);
+}
+
+uint64_t
+sp_resource_version(const sp_resource *r)
+{
+    return r->version;
 }
 
 sp_status
@@ -132,6 +151,7 @@ set_attr(sp_resource *r, const char *key, const char *str, int64_t num)
     a->type = str != NULL ? SP_ATTR_STRING : SP_ATTR_INT;
     a->str = copy;
     a->num = str != NULL ? 0 : num;
+    sp_resource_touch(r);
     return SP_OK;
 }
 

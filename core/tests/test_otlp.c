@@ -1160,6 +1160,102 @@ taken_traces_are_what_serialize_writes(void **state)
     sp_resource_destroy(res);
 }
 
+/* The resource of each ResourceSpans of r, as attrs_text writes it, one
+ * after another with "|" between. */
+static void
+resources_text(const TraceRequest *r, char *out, size_t size)
+{
+    char   one[512];
+    size_t i, used = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < r->n_resource_spans; i++) {
+        attrs_text(r->resource_spans[i]->resource->attributes,
+                   r->resource_spans[i]->resource->n_attributes, one,
+                   sizeof(one));
+        used += (size_t)snprintf(out + used, size - used, "%s%s",
+                                 i ? "|" : "", one);
+        assert_true(used < size);
+    }
+}
+
+/* A request of one span of each pid given, in that order, with res. */
+static void
+one_request(sp_otlp_traces *t, const sp_resource *res, const uint32_t *pids,
+            size_t n, char *text, size_t size)
+{
+    sp_otlp_request *q = NULL;
+    sp_buf           b = SP_BUF_INIT(0);
+    sp_span_record   s;
+    TraceRequest    *tr;
+    size_t           i;
+
+    for (i = 0; i < n; i++) {
+        s = span(pids[i], (uint8_t)(i + 1), false);
+        assert_int_equal(sp_otlp_traces_add(t, res, &s, span_attrs, 2),
+                         SP_OK);
+    }
+    assert_int_equal(sp_otlp_traces_take(t, &q), SP_OK);
+    flatten(q, &b);
+    tr = TRACE_REQUEST(unpack)(NULL, b.len, b.data);
+    assert_non_null(tr);
+    resources_text(tr, text, size);
+    free_traces(tr);
+    sp_otlp_request_unref(q);
+    sp_buf_free(&b);
+}
+
+/*
+ * A worker's resource is encoded once and kept from one request to the
+ * next: each request still carries the resource of each of its workers,
+ * whatever order they come in, and the resource as it is now.
+ */
+static void
+resources_kept_between_requests_stay_right(void **state)
+{
+    static const uint32_t ab[] = { 10, 20 }, ba[] = { 20, 10 };
+    static const uint32_t c[] = { 30 }, bca[] = { 20, 30, 10 };
+    sp_resource    *res = resource("svc", true), *other;
+    sp_otlp_traces *t = new_traces(0);
+    char            text[2048];
+
+    (void)state;
+    one_request(t, res, ab, 2, text, sizeof(text));
+    assert_string_equal(text,
+        "service.name=s:svc process.pid=i:10 host.name=s:box answer=i:-42|"
+        "service.name=s:svc process.pid=i:20 host.name=s:box answer=i:-42");
+    one_request(t, res, ba, 2, text, sizeof(text));
+    assert_string_equal(text,
+        "service.name=s:svc process.pid=i:20 host.name=s:box answer=i:-42|"
+        "service.name=s:svc process.pid=i:10 host.name=s:box answer=i:-42");
+    one_request(t, res, c, 1, text, sizeof(text));
+    assert_string_equal(text,
+        "service.name=s:svc process.pid=i:30 host.name=s:box answer=i:-42");
+    one_request(t, res, bca, 3, text, sizeof(text));
+    assert_string_equal(text,
+        "service.name=s:svc process.pid=i:20 host.name=s:box answer=i:-42|"
+        "service.name=s:svc process.pid=i:30 host.name=s:box answer=i:-42|"
+        "service.name=s:svc process.pid=i:10 host.name=s:box answer=i:-42");
+
+    /* changed, the resource is encoded again */
+    assert_int_equal(sp_resource_set_string(res, "host.name", "other"),
+                     SP_OK);
+    one_request(t, res, ba, 2, text, sizeof(text));
+    assert_string_equal(text,
+        "service.name=s:svc process.pid=i:20 host.name=s:other answer=i:-42|"
+        "service.name=s:svc process.pid=i:10 host.name=s:other answer=i:-42");
+
+    /* another resource, though it may be where an old one was */
+    sp_resource_destroy(res);
+    other = resource("else", true);
+    one_request(t, other, ab, 2, text, sizeof(text));
+    assert_string_equal(text,
+        "service.name=s:else process.pid=i:10 host.name=s:box answer=i:-42|"
+        "service.name=s:else process.pid=i:20 host.name=s:box answer=i:-42");
+    sp_otlp_traces_destroy(t);
+    sp_resource_destroy(other);
+}
+
 static void
 taken_logs_are_what_serialize_writes(void **state)
 {
@@ -1224,6 +1320,7 @@ main(void)
         cmocka_unit_test(request_copies_join_and_buffers_move),
         cmocka_unit_test(taken_traces_are_what_serialize_writes),
         cmocka_unit_test(taken_logs_are_what_serialize_writes),
+        cmocka_unit_test(resources_kept_between_requests_stay_right),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -183,6 +183,35 @@ cid_mountinfo(const char *text, char *out)
 
 /* --- the attribute list */
 
+/* What a builder keeps a resource's encoding by (sp_otlp.c). */
+static void
+version_is_new_at_each_change(void **state)
+{
+    sp_resource *r, *c;
+    uint64_t     v0, v1, v2;
+
+    (void)state;
+    assert_int_equal(sp_resource_create(&r), SP_OK);
+    v0 = sp_resource_version(r);
+    assert_true(v0 != 0);
+    assert_int_equal(sp_resource_set_string(r, "a", "1"), SP_OK);
+    v1 = sp_resource_version(r);
+    assert_true(v1 != 0 && v1 != v0);
+    /* the same value set again is still a change */
+    assert_int_equal(sp_resource_set_string(r, "a", "1"), SP_OK);
+    v2 = sp_resource_version(r);
+    assert_true(v2 != v1 && v2 != v0);
+    /* a failed set changes nothing */
+    assert_int_equal(sp_resource_set_string(r, "", "1"), SP_ERR_INVALID);
+    assert_true(sp_resource_version(r) == v2);
+    assert_int_equal(sp_resource_copy(r, &c), SP_OK);
+    assert_true(sp_resource_version(c) != v2
+                && sp_resource_version(c) != v1
+                && sp_resource_version(c) != v0);
+    sp_resource_destroy(c);
+    sp_resource_destroy(r);
+}
+
 static void
 set_appends_new_keys_and_replaces_in_place(void **state)
 {
@@ -826,6 +855,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(version_is_new_at_each_change),
         cmocka_unit_test(set_appends_new_keys_and_replaces_in_place),
         cmocka_unit_test(set_rejects_bad_arguments),
         cmocka_unit_test(copy_is_deep),
