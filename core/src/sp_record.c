@@ -609,13 +609,14 @@ sp_span_decode_any(const unsigned char *b, size_t len, sp_span_view *out)
  * fields: the message is at least as long as the smallest such span, and
  * after the name one check covers the kind, the times and the flags.
  * Every other form starts over in sp_span_decode_any, and a long
- * attribute goes on in sp_span_attrs: either gives the same result.
+ * attribute sends the attributes to sp_span_attrs: either gives the same
+ * result.
  */
 sp_status
 sp_span_decode(const void *body, size_t len, sp_span_view *out)
 {
-    const unsigned char *b = body, *p;
-    size_t               n, m, i, w;
+    const unsigned char *b = body, *p, *q;
+    size_t               n, m, i, w, a, lens;
 
     /* ids, name tag and length, kind, times, flags: 28 + 2 + 2 + 18 + 6 */
     if (body == NULL || len < SP_SPAN_HEAD + 56 || sp_get32(b, 4) != 0) {
@@ -654,19 +655,34 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
         return sp_span_decode_any(body, len, out);
     }
     i += 20;
-    /* as sp_span_attrs; a long attribute goes on there */
-    for (w = sp_get16le(p, i); ((w - SP_TAG_SPAN_ATTR) & 0x80ff) == 0;
-         w = sp_get16le(p, i))
-    {
-        i += (w >> 8) + 2;
-        if (i > m) {
-            return SP_ERR_INVALID;
+    /*
+     * The attributes, each length taken as one byte and the bytes or-ed
+     * together: one with the high bit set (a longer varint) sends the
+     * whole run to sp_span_attrs, which reads them right, once the walk
+     * ended here. Checking that bit once after the run rather than at
+     * each attribute saves an instruction an attribute (7, not 8:
+     * callgrind, eleven attributes in an nginx span). A length misread
+     * so only leads the walk astray, within the limit checked at each
+     * step (the flags' room, as in sp_span_attrs). A pointer walks, not
+     * an index: with an index the compiler keeps p + i apart for after
+     * the loop, an instruction more an attribute again.
+     */
+    a = i;
+    lens = 0;
+    for (q = p + i; *q == SP_TAG_SPAN_ATTR;) {
+        w = q[1];
+        lens |= w;
+        q += w + 2;
+        if (q > p + m) {
+            return lens < 0x80 ? SP_ERR_INVALID
+                               : sp_span_attrs(b, n, a, 2, 20, out);
         }
     }
-    if ((w & 0xff) == SP_TAG_SPAN_ATTR) {
-        return sp_span_attrs(b, n, i, 2, 20, out);
+    if (lens >= 0x80) {
+        return sp_span_attrs(b, n, a, 2, 20, out);
     }
-    return sp_span_end(b, n, i, (uint32_t)w, 2, 20, out);
+    i = (size_t)(q - p);
+    return sp_span_end(b, n, i, sp_get16le(p, i), 2, 20, out);
 }
 
 /* ---- objects */

@@ -826,6 +826,48 @@ span_decoder_takes_and_rejects_an_entry_span(void **state)
     }
 }
 
+/*
+ * sp_span_decode walks an entry span's attributes taking each length as
+ * one byte and checks afterwards that none was longer. A longer one is
+ * misread: the walk lands inside its value and goes on from there. Here
+ * it lands on the value's last byte, a 'J' (an attribute's tag), reads
+ * the status's tag after it as a length and passes the end of the
+ * message: the span is still taken, as the attribute really ends where
+ * the status begins. Offsets: the second attribute's tag at 106, its
+ * length (159: 0x9f 0x01) at 107, the misread landing at 106 + 161.
+ */
+static void
+span_decoder_takes_a_long_attribute_its_walk_misread(void **state)
+{
+    static char          value[150];
+    static sp_span_attr  at[2] = {
+        { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+        { "k", 1, SP_VALUE_STRING, value, sizeof(value), 0 },
+    };
+    sp_span_record s = a_span();
+    sp_span_view   v;
+    pb_span       *m;
+    size_t         n;
+
+    (void)state;
+    memset(value, 'a', sizeof(value));
+    value[sizeof(value) - 1] = 'J';
+    s.tracestate = NULL;
+    s.tracestate_len = 0;
+    s.status_code = SP_STATUS_ERROR;
+    n = encode_span(&s, at, 2);
+    assert_int_equal(buf[106], 0x4a);
+    assert_int_equal(buf[107], 0x9f);
+    assert_int_equal(buf[108], 0x01);
+    assert_int_equal(buf[106 + 161], 'J');
+    assert_int_equal(buf[106 + 162], 0x7a);
+    m = decode_span(n, &v);
+    assert_int_equal(m->n_attributes, 2);
+    assert_int_equal(strlen(m->attributes[1]->value->string_value),
+                     sizeof(value));
+    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+}
+
 /* ---- objects */
 
 static sp_object objs[3];
@@ -1086,6 +1128,7 @@ main(void)
         cmocka_unit_test(span_strings_are_cut_at_their_limits),
         cmocka_unit_test(span_decoder_rejects_each_malformed_form),
         cmocka_unit_test(span_decoder_takes_and_rejects_an_entry_span),
+        cmocka_unit_test(span_decoder_takes_a_long_attribute_its_walk_misread),
         cmocka_unit_test(objects_round_trip_every_field),
         cmocka_unit_test(objects_cut_long_paths_and_build_ids),
         cmocka_unit_test(objects_decoder_rejects_each_malformed_form),
