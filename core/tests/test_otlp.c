@@ -1160,6 +1160,60 @@ taken_traces_are_what_serialize_writes(void **state)
     sp_resource_destroy(res);
 }
 
+/*
+ * Spans of every length from the shortest to past what the AVX2 copy
+ * takes, two of each one after the other, added with it and with memcpy:
+ * the same request either way.
+ */
+static void
+span_copies_give_the_same_bytes(void **state)
+{
+    static char     value[700];
+    sp_resource    *res = resource("svc", true);
+    sp_otlp_traces *with, *without;
+    sp_span_record  s = span(7, 1, true);
+    sp_span_attr    a = { "k", 1, SP_VALUE_STRING, value, 0, 0 };
+    sp_buf          x = SP_BUF_INIT(0), y = SP_BUF_INIT(0);
+    size_t          len, i;
+
+    (void)state;
+    for (i = 0; i < sizeof(value); i++) {
+        value[i] = (char)('!' + i % 90);
+    }
+    for (len = 0; len < sizeof(value); len++) {
+        with = new_traces(0);
+        without = new_traces(0);
+        /* the first span makes the group; the next ones take the
+         * usual path, where the copy is */
+        a.str_len = 0;
+        assert_int_equal(sp_otlp_traces_add(with, res, &s, &a, 1), SP_OK);
+        assert_int_equal(sp_otlp_traces_add(without, res, &s, &a, 1),
+                         SP_OK);
+        a.str_len = len;
+        sp_otlp_use_avx2(true);
+        assert_int_equal(sp_otlp_traces_add(with, res, &s, &a, 1), SP_OK);
+        assert_int_equal(sp_otlp_traces_add(with, res, &s, &a, 1), SP_OK);
+        sp_otlp_use_avx2(false);
+        assert_int_equal(sp_otlp_traces_add(without, res, &s, &a, 1),
+                         SP_OK);
+        assert_int_equal(sp_otlp_traces_add(without, res, &s, &a, 1),
+                         SP_OK);
+        sp_buf_clear(&x);
+        sp_buf_clear(&y);
+        assert_int_equal(sp_otlp_traces_serialize(with, &x), SP_OK);
+        assert_int_equal(sp_otlp_traces_serialize(without, &y), SP_OK);
+        assert_int_equal(x.len, y.len);
+        assert_memory_equal(x.data, y.data, x.len);
+        assert_non_null(memmem(x.data, x.len, value, len));
+        sp_otlp_traces_destroy(with);
+        sp_otlp_traces_destroy(without);
+    }
+    sp_otlp_use_avx2(true);
+    sp_buf_free(&x);
+    sp_buf_free(&y);
+    sp_resource_destroy(res);
+}
+
 /* The resource of each ResourceSpans of r, as attrs_text writes it, one
  * after another with "|" between. */
 static void
@@ -1321,6 +1375,7 @@ main(void)
         cmocka_unit_test(taken_traces_are_what_serialize_writes),
         cmocka_unit_test(taken_logs_are_what_serialize_writes),
         cmocka_unit_test(resources_kept_between_requests_stay_right),
+        cmocka_unit_test(span_copies_give_the_same_bytes),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
