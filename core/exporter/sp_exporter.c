@@ -929,7 +929,8 @@ sp_sample_take(sp_exporter_loop *e, const sp_record_view *v)
 /* ---- spans */
 
 /* As sp_sample_take, for a span: the worker wrote it as the Span message
- * that goes out, so it is checked and copied, not decoded and encoded. */
+ * that goes out, so it is checked and copied, not decoded and encoded
+ * (sp_otlp_traces_add_record). */
 static sp_status
 sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
 {
@@ -937,12 +938,13 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
     sp_status    st;
     size_t       n;
 
-    if (sp_span_decode(v->body, v->len, &span) != SP_OK) {
-        return SP_ERR_INVALID;
-    }
     /* the spans held before this one: a span added makes it n + 1 */
     n = e->traces_count;
     if (n + 1 > e->bsp_queue) {
+        /* a bad record is counted as such, whatever the queue holds */
+        if (sp_span_decode(v->body, v->len, &span) != SP_OK) {
+            return SP_ERR_INVALID;
+        }
         e->local.dropped_queue_full++;
         return SP_OK;
     }
@@ -954,13 +956,17 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
     if (n == 0) {
         e->traces_first_ms = sp_now_ms(e);
     }
-    st = sp_otlp_traces_add_span(e->traces, e->resource, &span);
+    st = sp_otlp_traces_add_record(e->traces, e->resource, v->body, v->len);
     if (st != SP_OK) {
+        if (st == SP_ERR_INVALID) {
+            return SP_ERR_INVALID;
+        }
         if (st == SP_ERR_TOO_LONG && n > 0) {
             sp_traces_push(e);
             n = 0;
             e->traces_first_ms = sp_now_ms(e);
-            st = sp_otlp_traces_add_span(e->traces, e->resource, &span);
+            st = sp_otlp_traces_add_record(e->traces, e->resource, v->body,
+                                           v->len);
         }
         if (st != SP_OK) {
             e->local.dropped_too_large++;

@@ -161,6 +161,14 @@ SP_API sp_status sp_otlp_traces_add_span(sp_otlp_traces *t,
     const sp_resource *res, const sp_span_view *v);
 
 /*
+ * One span record's body (sp_record.h) as sp_span_decode then
+ * sp_otlp_traces_add_span would take it, but cheaper: SP_ERR_INVALID for
+ * a record sp_span_decode refuses, else as sp_otlp_traces_add_span.
+ */
+SP_API sp_status sp_otlp_traces_add_record(sp_otlp_traces *t,
+    const sp_resource *res, const void *body, size_t len);
+
+/*
  * Whether spans are copied with AVX2 (x86-64 with it and the system
  * saving its registers), and for tests, the copy used: AVX2 when on and
  * available, memcpy otherwise. Both give the same bytes.

@@ -180,6 +180,25 @@ SP_API sp_status sp_sample_decode(const void *body, size_t len,
 /* A span record: its framing checked, the Span message pointed at. */
 SP_API sp_status sp_span_decode(const void *body, size_t len,
     sp_span_view *out);
+
+/*
+ * A span record's body: its worker's pid (u32) and 4 reserved bytes, zero,
+ * then the Span message (the layout is in sp_record.c).
+ */
+#define SP_SPAN_RECORD_HEAD 8
+
+/*
+ * sp_span_decode's usual case (an entry span's form) on a copy of a span
+ * record's Span message (the body past SP_SPAN_RECORD_HEAD) of
+ * otlp_len bytes followed by SP_SPAN_COPY_PAD zero bytes: SP_OK only when
+ * sp_span_decode takes the record, if the record's reserved bytes are
+ * zero; SP_ERR_NOT_FOUND when it cannot tell (another form, or a bad
+ * one), and sp_span_decode must. The padding lets it walk the attributes
+ * without a bound check at each one: the exporter checks the copy it
+ * puts into a request.
+ */
+#define SP_SPAN_COPY_PAD 288
+SP_API sp_status sp_span_check_copy(const void *otlp, size_t otlp_len);
 SP_API sp_status sp_objects_decode(const void *body, size_t len,
     sp_objects_record *out);
 SP_API sp_status sp_object_at(const sp_objects_record *r, uint16_t i,

@@ -57,6 +57,7 @@
 #include "sp_copy.h"
 #include "sp_record.h"
 #include "sp_tracecontext.h"
+#include "sp_span_check.h"
 #include "sp_span_put.h"
 #include "sp_utf8.h"
 
@@ -64,12 +65,11 @@
 #define SP_SAMPLE_TRUNCATED     0x01
 #define SP_SAMPLE_HAS_SPAN      0x02
 
-#define SP_SPAN_KIND_MAX        5   /* CONSUMER */
-
 #define SP_OBJECTS_HEAD         16
 #define SP_OBJECT_SIZE          64
 
 _Static_assert(SP_SAMPLE_HEAD % 8 == 0, "frames must stay aligned");
+_Static_assert(SP_SPAN_RECORD_HEAD == SP_SPAN_HEAD, "one span head");
 _Static_assert(SP_TRACESTATE_MAX_LEN <= UINT16_MAX, "u16 length");
 _Static_assert(SP_SPAN_STRING_MAX <= UINT16_MAX, "u16 length");
 _Static_assert(SP_OBJECT_PATH_MAX <= UINT16_MAX, "u16 length");
@@ -108,15 +108,6 @@ sp_put_bytes(unsigned char *p, size_t off, const void *src, size_t len)
     sp_copy(p + off, src, len);
 }
 
-static uint16_t
-sp_get16(const unsigned char *p, size_t off)
-{
-    uint16_t v;
-
-    memcpy(&v, p + off, sizeof(v));
-    return v;
-}
-
 static uint32_t
 sp_get32(const unsigned char *p, size_t off)
 {
@@ -124,43 +115,6 @@ sp_get32(const unsigned char *p, size_t off)
 
     memcpy(&v, p + off, sizeof(v));
     return v;
-}
-
-static uint64_t
-sp_get64(const unsigned char *p, size_t off)
-{
-    uint64_t v;
-
-    memcpy(&v, p + off, sizeof(v));
-    return v;
-}
-
-/* Two bytes, the first the low one, whatever the machine's order. */
-static inline uint16_t
-sp_get16le(const unsigned char *p, size_t off)
-{
-    uint16_t v = sp_get16(p, off);
-
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = (uint16_t)(v >> 8 | v << 8);
-#endif
-    return v;
-}
-
-/* Word by word: the ids it checks are read for every record. */
-static inline bool
-sp_all_zero(const unsigned char *p, size_t len)
-{
-    uint64_t acc = 0;
-    size_t   i;
-
-    for (i = 0; i + 8 <= len; i += 8) {
-        acc |= sp_get64(p, i);
-    }
-    for (; i < len; i++) {
-        acc |= p[i];
-    }
-    return acc == 0;
 }
 
 /* ---- samples */
@@ -472,26 +426,14 @@ sp_skip_attr(const unsigned char *p, size_t n, size_t i)
     return sp_get_field(p, n, &i, SP_TAG_SPAN_ATTR, &off, &len) ? i : 0;
 }
 
-/*
- * The end of a Span from the pair w at p[i], where the attributes
- * stopped: the status's tag and length or the flags' two tags (a status
- * of another length fails at the flags). i <= n - 6.
- */
+/* sp_span_end_ok, then the view of the record b. */
 static inline __attribute__((always_inline)) sp_status
 sp_span_end(const unsigned char *b, size_t n, size_t i, uint32_t w,
     size_t trace, size_t span, sp_span_view *out)
 {
     const unsigned char *p = b + SP_SPAN_HEAD;
 
-    if (w == (SP_TAG_SPAN_STATUS | 2 << 8)) {
-        w = sp_get16le(p, i + 2);
-        if ((w & 0xff) != SP_TAG_STATUS_CODE || w >> 8 > SP_STATUS_ERROR) {
-            return SP_ERR_INVALID;
-        }
-        i += 4;
-        w = sp_get16le(p, i);
-    }
-    if (n - i != 6 || w != (SP_TAG_SPAN_FLAGS0 | SP_TAG_SPAN_FLAGS1 << 8)) {
+    if (!sp_span_end_ok(p, n, i, w)) {
         return SP_ERR_INVALID;
     }
     out->pid = sp_get32(b, 0);
@@ -602,87 +544,40 @@ sp_span_decode_any(const unsigned char *b, size_t len, sp_span_view *out)
  * covered by the ring's checksum; the framing is what keeps one bad
  * record from taking its neighbours in the request with it.
  *
- * The exporter runs this on every span, so the form an entry span has
- * is taken here, with no call but where it leaves (no register to save):
- * ids and a parent at fixed offsets, a name and attributes whose lengths
- * take one byte, a kind of one byte. Its bound checks are fewer than the
- * fields: the message is at least as long as the smallest such span, and
- * after the name one check covers the kind, the times and the flags.
- * Every other form starts over in sp_span_decode_any, and a long
+ * The form an entry span has is taken first (sp_span_entry), with no call
+ * but where it leaves (no register to save); the exporter checks most
+ * spans that way on the copy it sends (sp_span_check_copy), and the rest
+ * here. Every other form starts over in sp_span_decode_any, and a long
  * attribute sends the attributes to sp_span_attrs: either gives the same
  * result.
  */
 sp_status
 sp_span_decode(const void *body, size_t len, sp_span_view *out)
 {
-    const unsigned char *b = body, *p, *q;
-    size_t               n, m, i, w, a, lens;
+    const unsigned char *b = body, *p;
+    size_t               n, at;
 
-    /* ids, name tag and length, kind, times, flags: 28 + 2 + 2 + 18 + 6 */
-    if (body == NULL || len < SP_SPAN_HEAD + 56 || sp_get32(b, 4) != 0) {
+    if (body == NULL || len < SP_SPAN_HEAD || sp_get32(b, 4) != 0) {
         return sp_span_decode_any(body, len, out);
     }
     p = b + SP_SPAN_HEAD;
     n = len - SP_SPAN_HEAD;
-    m = n - 6;
-    if (sp_get16le(p, 0) != (SP_TAG_SPAN_TRACE_ID | 16 << 8)
-        || sp_get16le(p, 18) != (SP_TAG_SPAN_SPAN_ID | 8 << 8))
-    {
-        return sp_span_decode_any(body, len, out);
-    }
-    if (sp_all_zero(p + 2, 16) || sp_all_zero(p + 20, 8)) {
+    switch (sp_span_entry(p, n, false, &at)) {
+    case SP_FORM_ENTRY:
+        return sp_span_end(b, n, at, sp_get16le(p, at), 2, 20, out);
+    case SP_FORM_LONG:
+        return sp_span_attrs(b, n, at, 2, 20, out);
+    case SP_FORM_BAD:
         return SP_ERR_INVALID;
-    }
-    /* 28 + 10 + 2 <= n - 6: the parent and the name's pair are inside */
-    w = sp_get16le(p, 28);
-    i = 28;
-    if (w == (SP_TAG_SPAN_PARENT | 8 << 8)) {
-        i = 38;
-        w = sp_get16le(p, 38);
-    }
-    if ((w & 0x80ff) != SP_TAG_SPAN_NAME) {
+    default:
         return sp_span_decode_any(body, len, out);
     }
-    /* the name, then a kind of one byte and the times, before the flags */
-    i += (size_t)(w >> 8) + 2;
-    if (i + 20 > m) {
-        return sp_span_decode_any(body, len, out);
-    }
-    w = sp_get16le(p, i);
-    if ((w & 0xff) != SP_TAG_SPAN_KIND || w >> 8 > SP_SPAN_KIND_MAX
-        || p[i + 2] != SP_TAG_SPAN_START || p[i + 11] != SP_TAG_SPAN_END)
-    {
-        return sp_span_decode_any(body, len, out);
-    }
-    i += 20;
-    /*
-     * The attributes, each length taken as one byte and the bytes or-ed
-     * together: one with the high bit set (a longer varint) sends the
-     * whole run to sp_span_attrs, which reads them right, once the walk
-     * ended here. Checking that bit once after the run rather than at
-     * each attribute saves an instruction an attribute (7, not 8:
-     * callgrind, eleven attributes in an nginx span). A length misread
-     * so only leads the walk astray, within the limit checked at each
-     * step (the flags' room, as in sp_span_attrs). A pointer walks, not
-     * an index: with an index the compiler keeps p + i apart for after
-     * the loop, an instruction more an attribute again.
-     */
-    a = i;
-    lens = 0;
-    for (q = p + i; *q == SP_TAG_SPAN_ATTR;) {
-        w = q[1];
-        lens |= w;
-        q += w + 2;
-        if (q > p + m) {
-            return lens < 0x80 ? SP_ERR_INVALID
-                               : sp_span_attrs(b, n, a, 2, 20, out);
-        }
-    }
-    if (lens >= 0x80) {
-        return sp_span_attrs(b, n, a, 2, 20, out);
-    }
-    i = (size_t)(q - p);
-    return sp_span_end(b, n, i, sp_get16le(p, i), 2, 20, out);
+}
+
+sp_status
+sp_span_check_copy(const void *otlp, size_t otlp_len)
+{
+    return sp_span_check_padded(otlp, otlp_len) ? SP_OK : SP_ERR_NOT_FOUND;
 }
 
 /* ---- objects */

@@ -176,6 +176,54 @@ write_span(fixture *f, uint8_t n)
     write_span_to(f->ring, n);
 }
 
+/*
+ * An entry span of more than 128 bytes (the builder's usual case), span id
+ * n, and, unless how is 0, its framing broken under a right checksum:
+ * 1, the last attribute's length runs past the end; 2, no flags' tag.
+ */
+static void
+write_entry_span(sp_ring *ring, uint8_t n, int how)
+{
+    static const sp_span_attr attrs[] = {
+        { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+        { "url.path", 8, SP_VALUE_STRING, "/index.html", 11, 0 },
+        { "user_agent.original", 19, SP_VALUE_STRING, "ApacheBench/2.3",
+          15, 0 },
+        { "http.response.status_code", 25, SP_VALUE_INT, NULL, 0, 200 },
+    };
+    uint64_t       buf[64];
+    uint8_t       *p = (uint8_t *)buf;
+    sp_span_record s;
+    size_t         len, i, last = 0;
+
+    memset(&s, 0, sizeof(s));
+    s.trace_id[0] = 0xab;
+    s.span_id[7] = n;
+    s.parent_span_id[0] = 0xcd;
+    s.kind = SP_SPAN_KIND_SERVER;
+    s.pid = 4242;
+    s.start_ns = 1;
+    s.end_ns = 2;
+    s.name = "GET /";
+    s.name_len = 5;
+    len = sp_span_size(&s, attrs, 4);
+    assert_true(len > 8 + 128 && len <= sizeof(buf));
+    sp_span_encode(buf, &s, attrs, 4);
+    /* head, ids, parent, name, kind, times: the first attribute */
+    for (i = 8 + 18 + 10 + 10 + 2 + 5 + 2 + 18; p[i] == 0x4a;
+         i += 2 + p[i + 1])
+    {
+        last = i;
+    }
+    assert_int_equal(i, len - 6);
+    if (how == 1) {
+        p[last + 1] += 20;
+    } else if (how == 2) {
+        p[len - 6] = 0x7a;
+    }
+    assert_int_equal(sp_ring_write(ring, SP_RECORD_SPAN, buf, len), SP_OK);
+}
+
 static uint64_t
 received(fixture *f)
 {
@@ -492,6 +540,47 @@ a_retry_sends_the_request_it_queued(void **state)
  * the clock, which the pass reads as the span starts a request, sees both
  * records pending, or none once the pass is done.
  */
+/*
+ * A span whose framing is bad among good ones of its worker, which the
+ * exporter checks on the copy it puts into the request: dropped and
+ * counted, and nothing of it in the request.
+ */
+static void
+a_badly_framed_span_among_good_ones_is_dropped(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "console",
+        NULL };
+    sp_exporter_counters c;
+    fixture f;
+
+    (void)state;
+    setup_with(&f, vars);
+    write_entry_span(f.ring, 1, 0);
+    write_entry_span(f.ring, 2, 1);
+    write_entry_span(f.ring, 3, 0);
+    write_entry_span(f.ring, 4, 2);
+    write_entry_span(f.ring, 5, 0);
+    sp_exporter_step(f.e);
+    sp_exporter_flush(f.e);
+    assert_true(sp_exporter_wait_idle(f.e, 5000));
+    sp_exporter_counters_get(f.e, &c);
+    assert_int_equal(c.received, 5);
+    assert_int_equal(c.dropped_corrupt, 2);
+    assert_int_equal(c.exported, 3);
+    assert_int_equal(count(console_text(&f), "\"resourceSpans\""), 1);
+    assert_int_equal(count(console_text(&f), "\"spanId\""), 3);
+    assert_non_null(strstr(console_text(&f),
+                           "\"spanId\":\"0000000000000001\""));
+    assert_null(strstr(console_text(&f), "\"spanId\":\"0000000000000002\""));
+    assert_non_null(strstr(console_text(&f),
+                           "\"spanId\":\"0000000000000003\""));
+    assert_null(strstr(console_text(&f), "\"spanId\":\"0000000000000004\""));
+    assert_non_null(strstr(console_text(&f),
+                           "\"spanId\":\"0000000000000005\""));
+    teardown(&f);
+}
+
 static void
 a_span_is_kept_in_the_ring_until_it_is_taken(void **state)
 {
@@ -529,6 +618,7 @@ main(void)
         cmocka_unit_test(profiles_wait_for_the_export_interval),
         cmocka_unit_test(spans_go_in_batches_or_after_the_delay),
         cmocka_unit_test(none_and_corrupt_records_are_counted),
+        cmocka_unit_test(a_badly_framed_span_among_good_ones_is_dropped),
         cmocka_unit_test(a_dead_owner_is_checked_for_at_most_twice_a_second),
         cmocka_unit_test(rings_are_found_by_their_claims),
         cmocka_unit_test(a_pass_that_drained_a_quarter_of_a_ring_is_a_backlog),

@@ -1214,6 +1214,93 @@ span_copies_give_the_same_bytes(void **state)
     sp_resource_destroy(res);
 }
 
+/*
+ * Records added with sp_otlp_traces_add_record and with sp_span_decode
+ * then sp_otlp_traces_add_span, with either copy: the same outcome for
+ * each and the same request. The records: entry spans of many lengths
+ * (the usual case), of two workers, a span of another form (a
+ * tracestate), and spans with a byte changed (their reserved bytes, an
+ * attribute's length, the flags' tag).
+ */
+static void
+records_go_in_as_decoded_spans_do(void **state)
+{
+    static char     value[700];
+    static uint64_t rec[128];
+    uint8_t        *r = (uint8_t *)rec;
+    sp_resource    *res = resource("svc", true);
+    sp_otlp_traces *x, *y;
+    sp_span_record  s;
+    sp_span_attr    a[2] = {
+        { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+        { "k", 1, SP_VALUE_STRING, value, 0, 0 },
+    };
+    sp_span_view    v;
+    sp_status       want;
+    sp_buf          bx = SP_BUF_INIT(0), by = SP_BUF_INIT(0);
+    size_t          len, i, round, changed = 0;
+    int             avx2;
+
+    (void)state;
+    memset(value, 'v', sizeof(value));
+    for (avx2 = 0; avx2 < 2; avx2++) {
+        sp_otlp_use_avx2(avx2 != 0);
+        x = new_traces(0);
+        y = new_traces(0);
+        for (round = 0; round < 3 * 600; round++) {
+            s = span(round % 7 == 6 ? 8 : 7, (uint8_t)round, true);
+            s.kind = SP_SPAN_KIND_SERVER;
+            if (round % 50 == 49) {
+                s.tracestate = "k=v";
+                s.tracestate_len = 3;
+            }
+            a[1].str_len = (round / 3) % 600;
+            len = sp_span_size(&s, a, 2);
+            assert_true(len <= sizeof(rec));
+            sp_span_encode(rec, &s, a, 2);
+            switch (round % 3 == 2 ? round / 3 % 4 : 0) {
+            case 1:
+                r[4] = 1;                   /* reserved */
+                break;
+            case 2:
+                r[len - 6 - 2 - 1] += 5;    /* the last attribute's end */
+                break;
+            case 3:
+                r[len - 6] = 0x7a;          /* no flags' tag */
+                break;
+            default:
+                break;
+            }
+            want = sp_span_decode(rec, len, &v) == SP_OK ? SP_OK
+                                                         : SP_ERR_INVALID;
+            changed += want != SP_OK;
+            assert_int_equal(sp_otlp_traces_add_record(x, res, rec, len),
+                             want);
+            if (want == SP_OK) {
+                assert_int_equal(sp_otlp_traces_add_span(y, res, &v), SP_OK);
+            }
+            assert_int_equal(sp_otlp_traces_count(x),
+                             sp_otlp_traces_count(y));
+        }
+        assert_true(changed > 100);
+        sp_buf_clear(&bx);
+        sp_buf_clear(&by);
+        assert_int_equal(sp_otlp_traces_serialize(x, &bx), SP_OK);
+        assert_int_equal(sp_otlp_traces_serialize(y, &by), SP_OK);
+        assert_int_equal(bx.len, by.len);
+        assert_memory_equal(bx.data, by.data, bx.len);
+        for (i = 0; i < 2; i++) {
+            sp_otlp_traces_destroy(i == 0 ? x : y);
+        }
+    }
+    sp_otlp_use_avx2(true);
+    assert_int_equal(sp_otlp_traces_add_record(NULL, res, rec, len),
+                     SP_ERR_INVALID);
+    sp_buf_free(&bx);
+    sp_buf_free(&by);
+    sp_resource_destroy(res);
+}
+
 /* The resource of each ResourceSpans of r, as attrs_text writes it, one
  * after another with "|" between. */
 static void
@@ -1376,6 +1463,7 @@ main(void)
         cmocka_unit_test(taken_logs_are_what_serialize_writes),
         cmocka_unit_test(resources_kept_between_requests_stay_right),
         cmocka_unit_test(span_copies_give_the_same_bytes),
+        cmocka_unit_test(records_go_in_as_decoded_spans_do),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -868,6 +868,133 @@ span_decoder_takes_a_long_attribute_its_walk_misread(void **state)
     opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
 }
 
+/*
+ * sp_span_check_copy on the Span message of the record in buf (n bytes of
+ * record), copied into a buffer of exactly its length and the padding,
+ * so that ASan sees any read past them.
+ */
+static sp_status
+check_copy(size_t n)
+{
+    unsigned char *c;
+    sp_status      st;
+
+    assert_true(n >= SP_SPAN_RECORD_HEAD);
+    c = malloc(n - SP_SPAN_RECORD_HEAD + SP_SPAN_COPY_PAD);
+    assert_non_null(c);
+    memcpy(c, buf + SP_SPAN_RECORD_HEAD, n - SP_SPAN_RECORD_HEAD);
+    memset(c + n - SP_SPAN_RECORD_HEAD, 0, SP_SPAN_COPY_PAD);
+    st = sp_span_check_copy(c, n - SP_SPAN_RECORD_HEAD);
+    free(c);
+    return st;
+}
+
+/*
+ * The check on a copy takes an entry span and says nothing of any other
+ * form; and it takes nothing sp_span_decode refuses: every byte of an
+ * entry span changed to values that matter to the framing (tags, lengths
+ * of one byte and of more, zero), the record checked both ways.
+ */
+static void
+span_check_on_a_copy_takes_only_what_decode_takes(void **state)
+{
+    static const uint8_t values[] = {
+        0x00, 0x01, 0x06, 0x08, 0x0a, 0x10, 0x12, 0x22, 0x2a, 0x30, 0x39,
+        0x41, 0x4a, 0x7a, 0x7f, 0x80, 0x85, 0xff };
+    static const sp_span_attr short_attrs[] = {
+        { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+        { "url.path", 8, SP_VALUE_STRING, "/a", 2, 0 },
+        { "http.response.status_code", 25, SP_VALUE_INT, NULL, 0, 200 },
+    };
+    sp_span_record s = a_span();
+    sp_span_view   v;
+    size_t         n, i, k, taken = 0;
+    uint8_t        status, keep;
+
+    (void)state;
+    s.tracestate = NULL;
+    s.tracestate_len = 0;
+    for (status = SP_STATUS_UNSET; status <= SP_STATUS_ERROR; status++) {
+        s.status_code = status;
+        n = encode_span(&s, short_attrs, 3);
+        assert_int_equal(check_copy(n), SP_OK);
+        assert_int_equal(sp_span_decode(buf, n, &v), SP_OK);
+        for (i = SP_SPAN_RECORD_HEAD; i < n; i++) {
+            keep = buf[i];
+            for (k = 0; k < sizeof(values); k++) {
+                buf[i] = values[k];
+                if (check_copy(n) == SP_OK) {
+                    assert_int_equal(sp_span_decode(buf, n, &v), SP_OK);
+                    taken++;
+                }
+            }
+            buf[i] = keep;
+        }
+        /* shorter or longer by a byte: the flags no longer end it */
+        for (i = n - 3; i <= n + 1; i++) {
+            buf[n] = 0;
+            if (i != n) {
+                assert_int_not_equal(check_copy(i), SP_OK);
+            }
+        }
+    }
+    /* changing bytes inside strings keeps the framing */
+    assert_true(taken > 0);
+
+    /* another form (a tracestate), or an attribute longer than 127
+     * bytes: not told */
+    s = a_span();
+    n = encode_span(&s, attrs3, ATTRS3_COUNT);
+    assert_int_equal(sp_span_decode(buf, n, &v), SP_OK);
+    assert_int_equal(check_copy(n), SP_ERR_NOT_FOUND);
+    n = encode_entry_span(SP_STATUS_OK);
+    assert_int_equal(sp_span_decode(buf, n, &v), SP_OK);
+    assert_int_equal(check_copy(n), SP_ERR_NOT_FOUND);
+}
+
+/*
+ * A length of two bytes whose low byte, read as a length, leads the walk
+ * to a made-up attribute inside the value that ends just where the real
+ * one does: the check on a copy must not take it, even once the real
+ * length is made too long for the record (then sp_span_decode refuses
+ * it). Offsets: the second attribute's tag at 106, its length (259: 0x83
+ * 0x02) at 107, its value's bytes from 118; the misread lands at
+ * 106 + 0x83 + 2 = 239, the value's byte 121, and 239 + 2 + 0x7f = 368,
+ * the flags.
+ */
+static void
+span_check_on_a_copy_refuses_a_long_length_it_misread(void **state)
+{
+    static char          value[250];
+    static sp_span_attr  at[2] = {
+        { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+        { "k", 1, SP_VALUE_STRING, value, sizeof(value), 0 },
+    };
+    sp_span_record s = a_span();
+    sp_span_view   v;
+    size_t         n;
+
+    (void)state;
+    memset(value, 'a', sizeof(value));
+    value[121] = 'J';
+    value[122] = 0x7f;
+    s.tracestate = NULL;
+    s.tracestate_len = 0;
+    s.status_code = SP_STATUS_UNSET;
+    n = encode_span(&s, at, 2);
+    assert_int_equal(buf[106], 0x4a);
+    assert_int_equal(buf[107], 0x83);
+    assert_int_equal(buf[108], 0x02);
+    assert_int_equal(buf[239], 'J');
+    assert_int_equal(n - 6, 368);
+    assert_int_equal(buf[368], 0x85);
+    assert_int_equal(sp_span_decode(buf, n, &v), SP_OK);
+    assert_int_equal(check_copy(n), SP_ERR_NOT_FOUND);
+    buf[108] = 0x03;
+    assert_int_equal(sp_span_decode(buf, n, &v), SP_ERR_INVALID);
+    assert_int_equal(check_copy(n), SP_ERR_NOT_FOUND);
+}
+
 /* ---- objects */
 
 static sp_object objs[3];
@@ -1129,6 +1256,8 @@ main(void)
         cmocka_unit_test(span_decoder_rejects_each_malformed_form),
         cmocka_unit_test(span_decoder_takes_and_rejects_an_entry_span),
         cmocka_unit_test(span_decoder_takes_a_long_attribute_its_walk_misread),
+        cmocka_unit_test(span_check_on_a_copy_takes_only_what_decode_takes),
+        cmocka_unit_test(span_check_on_a_copy_refuses_a_long_length_it_misread),
         cmocka_unit_test(objects_round_trip_every_field),
         cmocka_unit_test(objects_cut_long_paths_and_build_ids),
         cmocka_unit_test(objects_decoder_rejects_each_malformed_form),
