@@ -60,6 +60,10 @@ typedef struct sp_ob_group {
     size_t   size;
     size_t   grow_below;
     size_t   sized;     /* apart from size: see below */
+    /* sp_traces_room's one bound, while items hold `sized` bytes: what
+     * a span's field may end below with every other bound kept
+     * (sp_traces_fast_end); 0 when none. */
+    size_t   fast_end;
 } sp_ob_group;
 
 /* size and count, like a group's size and sized, are not side by side:
@@ -371,6 +375,7 @@ sp_ob_group_get(sp_ob_batch *b, const sp_resource *res, uint32_t pid,
     version = res != NULL ? sp_resource_version(res) : 0;
     sp_ob_slot_find(b, pid, version);
     g->pid = pid;
+    g->fast_end = 0;
     sp_buf_clear(&g->items);
     g->resource.limit = b->max_bytes;
     g->items.limit = b->max_bytes;
@@ -967,6 +972,43 @@ sp_otlp_span_check(const sp_otlp_traces *t, const sp_span_record *s,
 }
 
 /*
+ * The bound of sp_traces_room for the last group, made at the end of the
+ * general paths (sp_traces_add_span_any, sp_traces_add_record_any), the
+ * only ones that change which group is last or move a bound: a span's
+ * field ending below it keeps the group's size growing by just the
+ * field (grow_below), leaves room for the padding in the buffer, keeps
+ * the request within max_bytes, and finds no error. Spans added in the
+ * usual cases keep it right: they grow the items and the request's size
+ * alike. One comparison instead of four a span (13 instructions,
+ * callgrind).
+ */
+static void
+sp_traces_fast_end(sp_ob_batch *b)
+{
+    sp_ob_group *g = b->last;
+    sp_buf      *items;
+    size_t       end = 0;
+
+    if (g == NULL) {
+        return;
+    }
+    items = &g->items;
+    if (g->sized == items->len && items->err == SP_OK
+        && items->cap >= items->len + SP_SPAN_COPY_PAD
+        && b->size <= b->max_bytes)
+    {
+        end = g->grow_below;
+        if (items->cap - SP_SPAN_COPY_PAD + 1 < end) {
+            end = items->cap - SP_SPAN_COPY_PAD + 1;
+        }
+        if (items->len + (b->max_bytes - b->size) + 1 < end) {
+            end = items->len + (b->max_bytes - b->size) + 1;
+        }
+    }
+    g->fast_end = end;
+}
+
+/*
  * Every span the exporter sends passes here, so its field goes in with
  * one bound check and one copy: the group's size after it is known
  * before anything is written (sp_ob_group_measure), and a span that would
@@ -975,9 +1017,9 @@ sp_otlp_span_check(const sp_otlp_traces *t, const sp_span_record *s,
  * as sp_pb_bytes. sp_otlp_traces_add_span takes the usual case and comes
  * here for every other.
  */
-static __attribute__((noinline)) sp_status
-sp_traces_add_span_any(sp_ob_batch *b, const sp_resource *res,
-                       const sp_span_view *v)
+static sp_status
+sp_traces_add_span_in(sp_ob_batch *b, const sp_resource *res,
+                      const sp_span_view *v)
 {
     sp_ob_group *g;
     sp_buf      *items;
@@ -1028,6 +1070,18 @@ sp_traces_add_span_any(sp_ob_batch *b, const sp_resource *res,
         sp_ob_group_measure(b, g);
     }
     return SP_OK;
+}
+
+/* sp_traces_add_span_in, then sp_traces_room's bound for the group that
+ * is last now. */
+static __attribute__((noinline)) sp_status
+sp_traces_add_span_any(sp_ob_batch *b, const sp_resource *res,
+                       const sp_span_view *v)
+{
+    sp_status rc = sp_traces_add_span_in(b, res, v);
+
+    sp_traces_fast_end(b);
+    return rc;
 }
 
 /* ---- the copy of a span's bytes */
@@ -1236,6 +1290,7 @@ sp_traces_add_record_any(sp_otlp_traces *t, const sp_resource *res,
             sp_buf_truncate(items, items->len);     /* no memory: later */
         }
     }
+    sp_traces_fast_end(&t->batch);
     return rc;
 }
 
@@ -1273,9 +1328,7 @@ sp_traces_room(sp_otlp_traces *t, const uint8_t *r, size_t len,
     memcpy(head, r, sizeof(head));
     items = &g->items;
     if (head[1] != 0 || g->pid != head[0] || g->sized != items->len
-        || items->len + field >= g->grow_below || items->err != SP_OK
-        || field + SP_SPAN_COPY_PAD > items->cap - items->len
-        || b->size + field > b->max_bytes)
+        || items->len + field >= g->fast_end)
     {
         return false;
     }

@@ -1301,6 +1301,94 @@ records_go_in_as_decoded_spans_do(void **state)
     sp_resource_destroy(res);
 }
 
+/*
+ * Records of three workers in runs of different lengths, added with
+ * sp_otlp_traces_add_record and with sp_span_decode then
+ * sp_otlp_traces_add_span into requests of a bound, the smallest and one
+ * where a group passes 16 KiB (its length takes a third byte): the same
+ * outcome each time (SP_ERR_TOO_LONG at the same record, then both
+ * serialized and emptied), the same requests, none past the bound. Every
+ * other change of worker goes through sp_otlp_traces_add_span on the
+ * same builder, as the exporter's general path does.
+ */
+static void
+records_keep_the_request_bound(void **state)
+{
+    static const size_t bounds[] = { SP_OTLP_MIN_MAX_BYTES, 64 << 10 };
+    static char         value[120];
+    static uint64_t     rec[80];
+    sp_resource        *res = resource("svc", true);
+    sp_otlp_traces     *x, *y;
+    sp_span_record      s;
+    sp_span_attr        a[4] = {
+        { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+        { "k", 1, SP_VALUE_STRING, value, 0, 0 },
+        { "l", 1, SP_VALUE_STRING, value, 0, 0 },
+        { "m", 1, SP_VALUE_STRING, value, 0, 0 },
+    };
+    sp_span_view        v;
+    sp_status           got, want;
+    sp_buf              bx = SP_BUF_INIT(0), by = SP_BUF_INIT(0);
+    size_t              len, round, full, k, switches = 0, runs = 0;
+    size_t              left = 0;
+    uint32_t            pid = 10, last = 0;
+
+    (void)state;
+    memset(value, 'v', sizeof(value));
+    for (k = 0; k < 2; k++) {
+        x = new_traces(bounds[k]);
+        y = new_traces(bounds[k]);
+        full = 0;
+        for (round = 0; round < 3000; round++) {
+            /* runs of 1 to 5 records of a worker */
+            if (left == 0) {
+                pid = 10 + (pid + 1) % 3;
+                left = 1 + runs++ % 5;
+            }
+            left--;
+            s = span(pid, (uint8_t)round, true);
+            s.kind = SP_SPAN_KIND_SERVER;
+            /* attributes of one byte's length, the usual case */
+            a[1].str_len = 20 + (round * 37) % 100;
+            a[2].str_len = 20 + (round * 53) % 100;
+            a[3].str_len = 20 + (round * 71) % 100;
+            len = sp_span_size(&s, a, 4);
+            assert_true(len <= sizeof(rec));
+            sp_span_encode(rec, &s, a, 4);
+            assert_int_equal(sp_span_decode(rec, len, &v), SP_OK);
+            /* every other change of worker through the view */
+            if (pid != last && switches++ % 2 == 0) {
+                got = sp_otlp_traces_add_span(x, res, &v);
+            } else {
+                got = sp_otlp_traces_add_record(x, res, rec, len);
+            }
+            last = pid;
+            want = sp_otlp_traces_add_span(y, res, &v);
+            assert_int_equal(got, want);
+            assert_true(sp_otlp_traces_size(x) <= bounds[k]);
+            assert_int_equal(sp_otlp_traces_size(x), sp_otlp_traces_size(y));
+            if (got == SP_ERR_TOO_LONG || round == 2999) {
+                full++;
+                sp_buf_clear(&bx);
+                sp_buf_clear(&by);
+                assert_int_equal(sp_otlp_traces_serialize(x, &bx), SP_OK);
+                assert_int_equal(sp_otlp_traces_serialize(y, &by), SP_OK);
+                assert_int_equal(bx.len, by.len);
+                assert_memory_equal(bx.data, by.data, bx.len);
+                assert_true(bx.len <= bounds[k]);
+                sp_otlp_traces_reset(x);
+                sp_otlp_traces_reset(y);
+            }
+        }
+        assert_true(full > (k == 0 ? 100 : 10));
+        sp_otlp_traces_destroy(x);
+        sp_otlp_traces_destroy(y);
+    }
+    sp_buf_free(&bx);
+    sp_buf_free(&by);
+    sp_resource_destroy(res);
+}
+
 /* The resource of each ResourceSpans of r, as attrs_text writes it, one
  * after another with "|" between. */
 static void
@@ -1464,6 +1552,7 @@ main(void)
         cmocka_unit_test(resources_kept_between_requests_stay_right),
         cmocka_unit_test(span_copies_give_the_same_bytes),
         cmocka_unit_test(records_go_in_as_decoded_spans_do),
+        cmocka_unit_test(records_keep_the_request_bound),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
