@@ -173,6 +173,7 @@ static int               spanprof_on_inside;
 static int               spanprof_scope_on;
 /* spanprof_stream_end_filter's, registered once per load. */
 static ap_filter_rec_t  *spanprof_stream_end_handle;
+static apr_status_t spanprof_stream_end_forget(void *data);
 
 /* Variables for LogFormat's %{...}e. */
 static const char *const spanprof_env_names[] = {
@@ -1546,6 +1547,11 @@ spanprof_post_read_request(request_rec *r)
     if (r->connection->master != NULL) {
         sr->stream_end = ap_add_output_filter_handle(
             spanprof_stream_end_handle, sr, NULL, r->connection);
+        if (sr->stream_end != NULL) {
+            apr_pool_cleanup_register(r->pool, sr->stream_end,
+                                      spanprof_stream_end_forget,
+                                      apr_pool_cleanup_null);
+        }
     }
     /*
      * Core switches an "OPTIONS *" (the upgrade RFC 7540 3.2 suggests
@@ -1588,6 +1594,21 @@ spanprof_post_read_request(request_rec *r)
         }
     }
     return DECLINED;
+}
+
+/*
+ * The stream's filter, which outlives the request, forgets sr with the
+ * request's pool: the log hook does as it ends the span, but a request
+ * whose pool goes unlogged (none in stock httpd) would leave it sr's
+ * freed memory. HTTP/2 streams only: HTTP/1.x requests pay nothing.
+ */
+static apr_status_t
+spanprof_stream_end_forget(void *data)
+{
+    ap_filter_t *f = data;
+
+    f->ctx = NULL;
+    return APR_SUCCESS;
 }
 
 /*
@@ -1837,6 +1858,11 @@ spanprof_log_transaction(request_rec *r)
          * ended in is found once, for the outcome and the scope (~10
          * instructions a request, callgrind). */
         sr = ap_get_module_config(r->request_config, &spanprof_module);
+        /* Logged already: a module ran the log hooks itself, then httpd
+         * did. Written again, its record went among the spares twice. */
+        if (sr != NULL && sr->finished) {
+            return DECLINED;
+        }
         last = spanprof_final(r);
         if (sr == NULL || !spanprof_enabled_here(last)) {
             sr = spanprof_log_unusual(r, sr, last);

@@ -2744,13 +2744,16 @@ ngx_http_spanprof_cache(ngx_http_request_t *r)
         return cache;
     }
 
-    cln = ngx_pool_cleanup_add(c->pool, 0);
-    if (cln == NULL) {
+    /* The memory first: a cleanup added without it would stay, empty,
+     * and each later request would add another. */
+    cache = ngx_alloc(sizeof(sp_entry_cache), c->log);
+    if (cache == NULL) {
         return NULL;
     }
 
-    cache = ngx_alloc(sizeof(sp_entry_cache), c->log);
-    if (cache == NULL) {
+    cln = ngx_pool_cleanup_add(c->pool, 0);
+    if (cln == NULL) {
+        ngx_free(cache);
         return NULL;
     }
 

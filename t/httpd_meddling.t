@@ -10,7 +10,12 @@
 #     header names, in one buffer the module writes again each time: the
 #     second request of a keep-alive connection, whose address is longer,
 #     has it whole in network.peer.address (spanprof kept the first one's
-#     length, by the pointer: "10.2.2.2" for "10.2.2.222").
+#     length, by the pointer: "10.2.2.2" for "10.2.2.222");
+#   - a request logged twice (the module runs the log hooks itself, then
+#     httpd does): its span is written once, and the two requests after
+#     it on the connection have a span each (the second log wrote it again
+#     and put its record among the connection's spares twice, where the
+#     next two requests then shared it).
 # Real apache2, the independent OTLP receiver.
 
 use strict;
@@ -90,6 +95,25 @@ sub traceparent {
         ok($span, "peer rewritten: request $i: the span arrives") or next;
         is(attr($span, 'network.peer.address'), $peer[$i],
            "peer rewritten: request $i: network.peer.address $peer[$i]");
+    }
+}
+
+# A request logged twice, then two more on the same connection.
+{
+    my @trace = map { sprintf '%032x', 0x3edd1e20 + $_ } 1 .. 3;
+    my @codes = keepalive_answers($port, map {
+        "GET /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        . ($_ == 0 ? "X-Meddle-Log-Twice: 1\r\n" : '')
+        . traceparent($trace[$_]) . "\r\n"
+    } 0 .. 2);
+    is("@codes", '200 200 200', 'logged twice: three answers on one '
+       . 'connection');
+    span_of($trace[2]);
+    sleep 1;
+    my ($spans) = $recv->collect;
+    for my $i (0 .. 2) {
+        my @mine = grep { $_->{traceId} eq $trace[$i] } @$spans;
+        is(scalar @mine, 1, "logged twice: request $i: one span");
     }
 }
 

@@ -9,7 +9,10 @@
  *   X-Meddle-Peer: address    the connection's client_ip set to the
  *                             address, in a buffer of the connection's
  *                             that every such request writes again: the
- *                             same pointer, other bytes.
+ *                             same pointer, other bytes;
+ *   X-Meddle-Log-Twice        the request logged once more, by the
+ *                             module itself (ap_run_log_transaction in
+ *                             its fixups), before httpd logs it.
  *
  * Built by the test with apxs; not part of spanprof.
  */
@@ -50,11 +53,23 @@ meddle_post_read_request(request_rec *r)
     return DECLINED;
 }
 
+static int
+meddle_fixups(request_rec *r)
+{
+    if (r->main == NULL && r->prev == NULL
+        && apr_table_get(r->headers_in, "X-Meddle-Log-Twice") != NULL)
+    {
+        (void) ap_run_log_transaction(r);
+    }
+    return DECLINED;
+}
+
 static void
 meddle_register_hooks(apr_pool_t *p)
 {
     ap_hook_post_read_request(meddle_post_read_request, NULL, NULL,
                               APR_HOOK_MIDDLE);
+    ap_hook_fixups(meddle_fixups, NULL, NULL, APR_HOOK_LAST);
 }
 
 module AP_MODULE_DECLARE_DATA meddle_module = {
