@@ -588,7 +588,7 @@ __attribute__((target("aes,sse4.1,ssse3"))) static void
 sp_idgen_new_trace_aes(sp_idgen *gen, sp_span_context *ctx,
     char out[SP_TRACEPARENT_SIZE])
 {
-    __m128i t, s, hi, lo;
+    __m128i t, s;
 
     if (!aes_ids(gen, &t, &s)) {
         sp_idgen_new_trace_other(gen, ctx, out);
@@ -598,15 +598,8 @@ sp_idgen_new_trace_aes(sp_idgen *gen, sp_span_context *ctx,
     _mm_storel_epi64((__m128i *)(void *)ctx->span_id, s);
     ctx->trace_flags = 0;
     memcpy(out, "00-0", 4);
-    hex_nibbles(t, &hi, &lo);
-    _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS),
-                     hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
-    _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS + 16),
-                     hex_digits_ssse3(_mm_unpackhi_epi8(hi, lo)));
+    hex_ids_ssse3(t, s, out);
     out[TP_PARENT_ID_POS - 1] = '-';
-    hex_nibbles(s, &hi, &lo);
-    _mm_storeu_si128((__m128i *)(void *)(out + TP_PARENT_ID_POS),
-                     hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
     memcpy(out + TP_FLAGS_POS - 1, "-00", 4);
 }
 #endif

@@ -285,18 +285,10 @@ __attribute__((target("ssse3"))) static size_t
 sp_traceparent_format_ssse3(const sp_span_context *ctx,
                             char out[SP_TRACEPARENT_SIZE])
 {
-    __m128i hi, lo;
-
-    hex_nibbles(_mm_loadu_si128((const __m128i *)(const void *)
-                                ctx->trace_id), &hi, &lo);
-    _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS),
-                     hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
-    _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS + 16),
-                     hex_digits_ssse3(_mm_unpackhi_epi8(hi, lo)));
-    hex_nibbles(_mm_loadl_epi64((const __m128i *)(const void *)
-                                ctx->span_id), &hi, &lo);
-    _mm_storeu_si128((__m128i *)(void *)(out + TP_PARENT_ID_POS),
-                     hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
+    hex_ids_ssse3(_mm_loadu_si128((const __m128i *)(const void *)
+                                  ctx->trace_id),
+                  _mm_loadl_epi64((const __m128i *)(const void *)
+                                  ctx->span_id), out);
     return sp_traceparent_frame(ctx, out);
 }
 

@@ -45,6 +45,24 @@ hex_digits_ssse3(__m128i n)
                                           'e', 'f'), n);
 }
 
+/* A trace id's 32 digits and a span id's 16 (its low 8 bytes), from the
+ * registers they are in, at their places in a traceparent. */
+__attribute__((target("ssse3"))) static inline
+__attribute__((always_inline)) void
+hex_ids_ssse3(__m128i trace, __m128i span, char *out)
+{
+    __m128i hi, lo;
+
+    hex_nibbles(trace, &hi, &lo);
+    _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS),
+                     hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
+    _mm_storeu_si128((__m128i *)(void *)(out + TP_TRACE_ID_POS + 16),
+                     hex_digits_ssse3(_mm_unpackhi_epi8(hi, lo)));
+    hex_nibbles(span, &hi, &lo);
+    _mm_storeu_si128((__m128i *)(void *)(out + TP_PARENT_ID_POS),
+                     hex_digits_ssse3(_mm_unpacklo_epi8(hi, lo)));
+}
+
 #endif
 
 #endif
