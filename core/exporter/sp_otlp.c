@@ -1214,52 +1214,20 @@ sp_span_copy(uint8_t *d, const uint8_t *s, size_t n)
 }
 
 /*
- * The usual case, every span of a worker's run: the group of the last
- * one, measured, a length of two varint bytes (spans of 128 bytes to 16
- * KiB), room in its buffer, the group's size growing by just the field
- * (below grow_below) and the request within its bound. All of it is
- * decided before anything is written, and the copy comes last, so that
- * no value has to be kept across its call.
+ * A span from its view: sp_otlp_traces_add_record's general path, and
+ * sp_otlp_traces_add's. The exporter's usual case, every span of a
+ * worker's run, is the record's (sp_traces_room, sp_traces_commit), which
+ * checks and copies in one pass: a second fast path here, for the spans
+ * that missed that one, was its twin.
  */
 sp_status
 sp_otlp_traces_add_span(sp_otlp_traces *t, const sp_resource *res,
                         const sp_span_view *v)
 {
-    sp_ob_batch *b;
-    sp_ob_group *g;
-    sp_buf      *items;
-    uint8_t     *p;
-    size_t       n, field, len;
-
     if (t == NULL || v == NULL || v->otlp == NULL) {
         return SP_ERR_INVALID;
     }
-    b = &t->batch;
-    n = v->otlp_len;
-    field = 3 + n;
-    g = b->last;
-    if (g == NULL || n - 128 >= 16384 - 128) {
-        return sp_traces_add_span_any(b, res, v);
-    }
-    items = &g->items;
-    len = items->len + field;
-    if (g->pid != v->pid || g->sized != items->len || len >= g->grow_below
-        || field > items->cap - items->len || items->err != SP_OK
-        || b->size + field > b->max_bytes)
-    {
-        return sp_traces_add_span_any(b, res, v);
-    }
-    p = items->data + items->len;
-    p[0] = (OF_SCOPE_ITEM << 3) | 2;
-    p[1] = (uint8_t)(n | 0x80);
-    p[2] = (uint8_t)(n >> 7);
-    items->len = len;
-    b->size += field;
-    b->count++;
-    g->size += field;
-    g->sized = len;
-    sp_span_copy(p + 3, v->otlp, n);
-    return SP_OK;
+    return sp_traces_add_span_any(&t->batch, res, v);
 }
 
 /*
