@@ -98,9 +98,9 @@ SP_API void sp_entry_begin(const sp_entry_policy *p, sp_idgen *ids,
 typedef struct sp_entry_cache {
     /* The lengths of the authority, the scheme, client.address,
      * network.peer.address, network.protocol.version and
-     * user_agent.original, a byte each from the lowest; all ones: nothing
-     * kept. */
-    uint64_t      lens;
+     * user_agent.original, each whole: compared at once, no range to
+     * test first; the first SIZE_MAX: nothing kept. */
+    size_t        lens[6];
     /* The scheme's and network.protocol.version's addresses when they
      * are read-only, literals of the module or the server (sp_entry.c),
      * else NULL */
@@ -109,10 +109,13 @@ typedef struct sp_entry_cache {
     uint16_t      run_off;      /* the run in data */
     uint16_t      run_len;
     uint16_t      host_len;     /* server.address's value */
-    uint16_t      value_off[4]; /* the four values, in the run */
+    uint16_t      value_off[4]; /* the four values, in data */
     uint8_t       peer_is_client; /* the two values are the same bytes */
+    /* the authority, client.address and user_agent.original each of 8
+     * to 16 bytes: two words of each compared */
+    uint8_t       short_values;
     /* the authority as received, the scheme, then the run */
-    unsigned char data[SP_ENTRY_CACHE_SIZE - 40];
+    unsigned char data[SP_ENTRY_CACHE_SIZE - 80];
 } sp_entry_cache;
 
 SP_API void sp_entry_cache_init(sp_entry_cache *c);
