@@ -317,49 +317,81 @@ sp_put_attr_number(unsigned char *p, const char *key, size_t key_len,
                                                     NULL, 0, v });
 }
 
-/* The record's head and the Span's fields before its name. */
-static inline __attribute__((always_inline)) unsigned char *
-sp_put_span_ids(unsigned char *p, const sp_span_record *s)
+/* Whether the 8 bytes of a parent span id name one (zeros: none). */
+static inline bool
+sp_span_id_set(const uint8_t *id)
 {
-    size_t ts_len = sp_tracestate_len(s);
+    uint64_t w;
 
-    memcpy(p, &s->pid, 4);
-    memset(p + 4, 0, 4);
+    memcpy(&w, id, 8);
+    return w != 0;
+}
+
+/*
+ * The record's head and the Span's fields before its name, from the
+ * fields themselves (the entry span's writer passes its own, with no
+ * sp_span_record to fill and read back): ids of 16 and 8 bytes, parent
+ * of 8 (zeros: none), tracestate of ts_len bytes (sp_tracestate_len).
+ */
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_span_ids_of(unsigned char *p, uint32_t pid, const uint8_t *trace_id,
+    const uint8_t *span_id, const char *tracestate, size_t ts_len,
+    const uint8_t *parent)
+{
+    uint64_t head = pid;
+
+    /* pid, then 4 bytes reserved, zero: one store */
+    memcpy(p, &head, 8);
     p += SP_SPAN_HEAD;
     p[0] = SP_TAG_SPAN_TRACE_ID;
     p[1] = 16;
-    memcpy(p + 2, s->trace_id, 16);
+    memcpy(p + 2, trace_id, 16);
     p[18] = SP_TAG_SPAN_SPAN_ID;
     p[19] = 8;
-    memcpy(p + 20, s->span_id, 8);
+    memcpy(p + 20, span_id, 8);
     p += 28;
     if (ts_len > 0) {
-        p = sp_put_text(p, SP_TAG_SPAN_TRACE_STATE, s->tracestate, ts_len,
+        p = sp_put_text(p, SP_TAG_SPAN_TRACE_STATE, tracestate, ts_len,
                         SP_TRACESTATE_MAX_LEN);
     }
-    if (sp_span_has_parent(s)) {
+    if (sp_span_id_set(parent)) {
         p[0] = SP_TAG_SPAN_PARENT;
         p[1] = 8;
-        memcpy(p + 2, s->parent_span_id, 8);
+        memcpy(p + 2, parent, 8);
         p += 10;
     }
     return p;
 }
 
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_span_ids(unsigned char *p, const sp_span_record *s)
+{
+    return sp_put_span_ids_of(p, s->pid, s->trace_id, s->span_id,
+                              s->tracestate, sp_tracestate_len(s),
+                              s->parent_span_id);
+}
+
 /* The Span's fields between its name and its attributes. */
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_span_times_of(unsigned char *p, uint32_t kind, uint64_t start_ns,
+    uint64_t end_ns)
+{
+    if (kind != 0) {
+        *p++ = SP_TAG_SPAN_KIND;
+        p = sp_put_varint(p, kind);
+    }
+    *p++ = SP_TAG_SPAN_START;
+    memcpy(p, &start_ns, 8);
+    p += 8;
+    *p++ = SP_TAG_SPAN_END;
+    memcpy(p, &end_ns, 8);
+    return p + 8;
+}
+
 static inline __attribute__((always_inline)) unsigned char *
 sp_put_span_times(unsigned char *p, const sp_span_record *s)
 {
-    if (s->kind != 0) {
-        *p++ = SP_TAG_SPAN_KIND;
-        p = sp_put_varint(p, s->kind);
-    }
-    *p++ = SP_TAG_SPAN_START;
-    memcpy(p, &s->start_ns, 8);
-    p += 8;
-    *p++ = SP_TAG_SPAN_END;
-    memcpy(p, &s->end_ns, 8);
-    return p + 8;
+    return sp_put_span_times_of(p, s->kind, s->start_ns, s->end_ns);
 }
 
 /* The record's head and the Span's fields before its attributes. */
@@ -372,24 +404,33 @@ sp_put_span_head(unsigned char *p, const sp_span_record *s)
     return sp_put_span_times(p, s);
 }
 
-/* The Span's fields after its attributes. */
+/* The Span's fields after its attributes: the status of status_code,
+ * the flags of trace_flags and of whether the span has a parent. */
 static inline __attribute__((always_inline)) unsigned char *
-sp_put_span_tail(unsigned char *p, const sp_span_record *s)
+sp_put_span_tail_of(unsigned char *p, uint32_t status_code,
+    uint8_t trace_flags, bool has_parent)
 {
     uint32_t flags;
 
-    if (s->status_code != SP_STATUS_UNSET) {
+    if (status_code != SP_STATUS_UNSET) {
         *p++ = SP_TAG_SPAN_STATUS;
-        *p++ = (unsigned char)(1 + sp_varint_size(s->status_code));
+        *p++ = (unsigned char)(1 + sp_varint_size(status_code));
         *p++ = SP_TAG_STATUS_CODE;
-        p = sp_put_varint(p, s->status_code);
+        p = sp_put_varint(p, status_code);
     }
-    flags = s->trace_flags | SP_SPAN_FLAGS_HAS_IS_REMOTE
-            | (sp_span_has_parent(s) ? SP_SPAN_FLAGS_IS_REMOTE : 0);
+    flags = trace_flags | SP_SPAN_FLAGS_HAS_IS_REMOTE
+            | (has_parent ? SP_SPAN_FLAGS_IS_REMOTE : 0);
     p[0] = SP_TAG_SPAN_FLAGS0;
     p[1] = SP_TAG_SPAN_FLAGS1;
     memcpy(p + 2, &flags, 4);
     return p + 6;
+}
+
+static inline __attribute__((always_inline)) unsigned char *
+sp_put_span_tail(unsigned char *p, const sp_span_record *s)
+{
+    return sp_put_span_tail_of(p, s->status_code, s->trace_flags,
+                               sp_span_has_parent(s));
 }
 
 #endif
