@@ -175,6 +175,14 @@ sp_copy_ascii(unsigned char *d, const char *src, size_t len)
     uint32_t             x, y;
     size_t               i;
 
+    /* 8 to 16 bytes first: the values' usual length */
+    if (len - 8 <= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + len - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + len - 8, &b, 8);
+        return (a | b) & 0x8080808080808080ull;
+    }
     if (len > 16) {
         for (i = 0; i + 16 < len; i += 16) {
             memcpy(&a, s + i, 8);
