@@ -100,15 +100,15 @@ known_vectors(void **state)
 
 /*
  * Each path against the reference over random bytes of every length
- * from 0 to 600, at every alignment, continued from a random CRC. Every
- * length reaches each of the hardware path's remainders (words mod 32,
- * the 4-, 2- and 1-byte tails) with no and one whole 256-byte block, and
+ * from 0 to 1100, at every alignment, continued from a random CRC. Every
+ * length reaches each of the hardware path's remainders (words mod 64,
+ * the 4-, 2- and 1-byte tails) with no and one whole 512-byte block, and
  * the first of them with two.
  */
 static void
 every_path_agrees_with_the_definition(void **state)
 {
-    static unsigned char buf[600 + 8];
+    static unsigned char buf[1100 + 8];
     crc_fn               fn[3];
     const char          *name[3];
     size_t               n = paths(fn, name), len, align, k, i;
@@ -116,7 +116,7 @@ every_path_agrees_with_the_definition(void **state)
 
     (void)state;
     printf("# paths: %zu (%s)\n", n, n == 3 ? "SSE4.2 here" : "no SSE4.2");
-    for (len = 0; len <= 600; len++) {
+    for (len = 0; len <= 1100; len++) {
         for (align = 0; align < 8; align++) {
             for (i = 0; i < len; i++) {
                 buf[align + i] = (unsigned char)rnd();
