@@ -110,6 +110,24 @@ sp_load64(const unsigned char *p)
     return w;
 }
 
+static inline uint32_t
+sp_load32(const unsigned char *p)
+{
+    uint32_t w;
+
+    memcpy(&w, p, 4);
+    return w;
+}
+
+static inline uint16_t
+sp_load16(const unsigned char *p)
+{
+    uint16_t w;
+
+    memcpy(&w, p, 2);
+    return w;
+}
+
 /*
  * Whole 512-byte blocks first, through a loop that a record seldom
  * enters (its test is two instructions), then the words left, up to 63,
@@ -166,25 +184,33 @@ sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
     SP_CRC_CASE(3) SP_CRC_CASE(2) SP_CRC_CASE(1)
     default: break;
     }
+    /*
+     * The bytes after the words through a second jump, each case its own
+     * crc32s and return: 2 instructions fewer a record than a test and a
+     * branch for each of the 4, 2 and 1 bytes (callgrind).
+     */
     v = (uint32_t)c;
-    if (len & 4) {
-        uint32_t x;
-
-        memcpy(&x, p, 4);
-        v = _mm_crc32_u32(v, x);
-        p += 4;
+    switch (len & 7) {
+    case 1:
+        return ~_mm_crc32_u8(v, p[0]);
+    case 2:
+        return ~_mm_crc32_u16(v, sp_load16(p));
+    case 3:
+        return ~_mm_crc32_u8(_mm_crc32_u16(v, sp_load16(p)), p[2]);
+    case 4:
+        return ~_mm_crc32_u32(v, sp_load32(p));
+    case 5:
+        return ~_mm_crc32_u8(_mm_crc32_u32(v, sp_load32(p)), p[4]);
+    case 6:
+        v = _mm_crc32_u32(v, sp_load32(p));
+        return ~_mm_crc32_u16(v, sp_load16(p + 4));
+    case 7:
+        v = _mm_crc32_u32(v, sp_load32(p));
+        v = _mm_crc32_u16(v, sp_load16(p + 4));
+        return ~_mm_crc32_u8(v, p[6]);
+    default:
+        return ~v;
     }
-    if (len & 2) {
-        uint16_t x;
-
-        memcpy(&x, p, 2);
-        v = _mm_crc32_u16(v, x);
-        p += 2;
-    }
-    if (len & 1) {
-        v = _mm_crc32_u8(v, *p);
-    }
-    return ~v;
 }
 #undef SP_CRC_AT
 #undef SP_CRC_CASE
