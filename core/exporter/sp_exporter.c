@@ -14,6 +14,7 @@
 #include "sp_otlp_json.h"
 #include "sp_pprof.h"
 #include "sp_resource.h"
+#include "sp_ring_next.h"
 #include "sp_symbolizer.h"
 
 #include <errno.h>
@@ -1509,14 +1510,14 @@ sp_exporter_step(sp_exporter_loop *e)
         sp_status      st = sp_ring_read(ring, &v);
 
         /*
-         * In runs (sp_ring_read_next), freed once per run: at its end, or
-         * once a record whose take pushed a request is taken.
+         * In runs (sp_ring_read_next, inline), freed once per run: at its
+         * end, or once a record whose take pushed a request is taken.
          */
         while (st == SP_OK) {
             e->drain_pushed = false;
             sp_record_take(e, &v);
             if (++k < SP_DRAIN_BUDGET && !e->drain_pushed) {
-                st = sp_ring_read_next(ring, &v);
+                st = sp_ring_read_next_inline(ring, &v);
                 if (st == SP_OK) {
                     continue;
                 }

@@ -85,7 +85,7 @@
 #include <unistd.h>
 
 #include "sp_ring.h"
-#include "sp_crc32c.h"
+#include "sp_ring_next.h"
 #include "sp_procstat.h"
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
@@ -97,9 +97,7 @@ _Static_assert(sizeof(_Atomic uint64_t) == 8, "atomics in shared memory");
 #define SP_REGION_MAGIC     0x474e495250535053ull  /* "SPSPRING" */
 #define SP_REGION_HEAD      128
 #define SP_SLOT_HEAD        192
-#define SP_STAMP_KEY        0x9e3779b97f4a7c00ull  /* low 3 bits zero */
 #define SP_RING_PAD         0xffff
-#define SP_HDR              SP_RING_HEADER_SIZE
 
 /*
  * A reservation that loses its CAS this many times in a row gives up and
@@ -115,7 +113,7 @@ _Static_assert(sizeof(_Atomic uint64_t) == 8, "atomics in shared memory");
  */
 #define SP_RUN_SHARE        32
 
-typedef struct sp_region_hdr {
+struct sp_region_hdr {
     uint64_t         magic;
     uint32_t         version;
     uint32_t         slots;
@@ -129,21 +127,7 @@ typedef struct sp_region_hdr {
     _Atomic uint64_t reader_wanted;     /* a reader that waits for it */
     _Atomic uint64_t objects_wanted;
     unsigned char    pad1[40];
-} sp_region_hdr;
-
-typedef struct sp_slot {
-    _Atomic uint64_t owner;
-    unsigned char    pad0[56];
-    _Atomic uint64_t head;
-    _Atomic uint64_t written;
-    _Atomic uint64_t dropped_full;
-    unsigned char    pad1[40];
-    _Atomic uint64_t tail;
-    _Atomic uint64_t read;
-    _Atomic uint64_t corrupt;
-    _Atomic uint64_t skipped;
-    unsigned char    pad2[32];
-} sp_slot;
+};
 
 _Static_assert(sizeof(sp_region_hdr) == SP_REGION_HEAD, "region header");
 _Static_assert(offsetof(sp_region_hdr, check) == 32, "region header");
@@ -154,17 +138,6 @@ _Static_assert(offsetof(sp_region_hdr, objects_wanted) == 80,
 _Static_assert(sizeof(sp_slot) == SP_SLOT_HEAD, "slot header");
 _Static_assert(offsetof(sp_slot, head) == 64, "slot header");
 _Static_assert(offsetof(sp_slot, tail) == 128, "slot header");
-
-/* Process-local: sizes here were checked at attach and never reread. */
-struct sp_ring {
-    sp_region_hdr *hdr;
-    sp_slot       *slot;
-    unsigned char *data;
-    uint64_t       size;
-    uint64_t       mask;
-    uint64_t       claim;       /* the owner word this handle stored */
-    uint64_t       run_max;     /* sp_ring_read_next's bound */
-};
 
 struct sp_region {
     sp_region_hdr *hdr;
@@ -179,12 +152,6 @@ static uint64_t
 sp_align8(uint64_t n)
 {
     return (n + 7) & ~(uint64_t)7;
-}
-
-static uint64_t
-sp_stamp(uint64_t pos)
-{
-    return (pos ^ SP_STAMP_KEY) | 1;
 }
 
 static _Atomic uint64_t *
@@ -210,18 +177,6 @@ sp_fnv1a(const void *p, size_t len)
         h = (h ^ b[i]) * 16777619u;
     }
     return h;
-}
-
-/*
- * The check of the record whose header is at h with used body bytes. A
- * CRC rather than the FNV-style hash it replaced: with the crc32
- * instruction it takes half the instructions, on both sides of the ring,
- * and it catches every short burst and every few-bit error outright.
- */
-static uint32_t
-sp_checksum(const unsigned char *h, uint32_t used)
-{
-    return sp_crc32c(0, h + 12, SP_HDR - 12 + (size_t)used);
 }
 
 /* ---- process liveness (not on the writer's path) */
@@ -988,24 +943,6 @@ sp_ring_read_any(sp_ring *r, sp_record_view *out)
 }
 
 /*
- * A header's fields as the usual case checks them: the type and the flags
- * as one word, the flags above (they must be zero, so any flag set puts
- * the word out of the types' range).
- */
-static inline __attribute__((always_inline)) void
-sp_hdr_words(const unsigned char *h, uint32_t *check, uint32_t *total,
-    uint32_t *used, uint32_t *type)
-{
-    memcpy(check, h + 8, 4);
-    memcpy(total, h + 12, 4);
-    memcpy(used, h + 16, 4);
-    memcpy(type, h + 20, 4);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    *type = *type >> 16 | *type << 16;
-#endif
-}
-
-/*
  * The usual case, at the start of each of the exporter's runs: a
  * committed record at tail, not a pad, its header sound. The same checks
  * as sp_header_ok on the same head, loaded after the stamp as there, the
@@ -1051,64 +988,11 @@ sp_ring_read(sp_ring *r, sp_record_view *out)
     return check == sp_checksum(h, used) ? SP_OK : sp_ring_read_any(r, out);
 }
 
-/*
- * sp_ring_read's usual case at the end of v, tail left where it is: the
- * records read so are freed together, one release of tail for them all.
- * Its checks are sp_ring_read's with the record's position for tail, so
- * that it returns what sp_ring_read would once v were consumed, or leaves
- * the record to it; and v may hold no more than run_max bytes with it,
- * which keeps what v holds within the ring. Damage in the positions
- * (head) met where no record is ready is left to the next sp_ring_read
- * too, which looks at them first. The record's position needs no
- * alignment check: a view's end is an aligned tail plus lengths checked
- * to be multiples of 8.
- */
+/* Its body is sp_ring_next.h's, which the exporter's drain loop inlines. */
 sp_status
 sp_ring_read_next(sp_ring *r, sp_record_view *v)
 {
-    uint64_t             at = v->next;
-    uint64_t             head = atomic_load_explicit(&r->slot->head,
-                                                     memory_order_acquire);
-    uint64_t             off = at & r->mask;
-    const unsigned char *h = r->data + off;
-    uint64_t             room;
-    uint32_t             check, total, used, type;
-
-    if (r->size - off < SP_HDR) {
-        return SP_ERR_INVALID;      /* the wrap: sp_ring_read's */
-    }
-    if (head == at
-        || atomic_load_explicit((_Atomic uint64_t *)(void *)h,
-                                memory_order_acquire) != sp_stamp(at))
-    {
-        return SP_ERR_NOT_FOUND;
-    }
-    /* after the stamp: this head covers the record's reservation */
-    head = atomic_load_explicit(&r->slot->head, memory_order_acquire);
-    sp_hdr_words(h, &check, &total, &used, &type);
-    room = head - at;
-    if (((head | total) & 7) != 0 || room > r->size
-        || total < SP_HDR || total > r->size - off
-        || total > room || used > total - SP_HDR
-        || type - SP_RECORD_SAMPLE > SP_RECORD_OBJECTS - SP_RECORD_SAMPLE)
-    {
-        return SP_ERR_INVALID;
-    }
-    at += total;
-    if (at - v->pos > r->run_max) {
-        return SP_ERR_INVALID;
-    }
-    /* the record's part filled before the checksum, as in sp_ring_read;
-     * what v holds only once it passed */
-    v->type = (uint16_t)type;
-    v->body = h + SP_HDR;
-    v->len = used;
-    if (check != sp_checksum(h, used)) {
-        return SP_ERR_INVALID;
-    }
-    v->next = at;
-    v->held++;
-    return SP_OK;
+    return sp_ring_read_next_inline(r, v);
 }
 
 sp_status
