@@ -26,8 +26,7 @@ static bool     sp_crc32c_hw;
  * instead of a test of the flag and a jump, 2 instructions fewer a
  * record on each side of the ring (callgrind).
  */
-static uint32_t (*sp_crc32c_path)(uint32_t, const void *, size_t)
-    = sp_crc32c_soft;
+uint32_t (*sp_crc32c_path)(uint32_t, const void *, size_t) = sp_crc32c_soft;
 
 /*
  * At load time, before main or before dlopen returns, so before any
@@ -218,9 +217,3 @@ sp_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
 #undef SP_CRC_NEXT8
 
 #endif
-
-uint32_t
-sp_crc32c(uint32_t crc, const void *p, size_t len)
-{
-    return sp_crc32c_path(crc, p, len);
-}
