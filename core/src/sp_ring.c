@@ -738,6 +738,7 @@ sp_ring_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
 void
 sp_ring_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
 {
+    sp_slot *s = r->slot;       /* once: not loaded again after the call */
     uint64_t total, used_total, end;
 
     if (used_len > t->cap) {
@@ -747,7 +748,7 @@ sp_ring_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
     used_total = sp_align8(SP_HDR + (uint64_t)used_len);
     end = t->pos + total;
     if (used_total < total
-        && atomic_compare_exchange_strong_explicit(&r->slot->head, &end,
+        && atomic_compare_exchange_strong_explicit(&s->head, &end,
                t->pos + used_total, memory_order_relaxed,
                memory_order_relaxed))
     {
@@ -755,7 +756,7 @@ sp_ring_commit(sp_ring *r, sp_ring_token *t, size_t used_len)
     }
     sp_seal_inline(r, t->pos, (uint32_t)total, (uint32_t)used_len,
                    t->type);
-    atomic_fetch_add_explicit(&r->slot->written, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->written, 1, memory_order_relaxed);
 }
 
 void
