@@ -694,12 +694,12 @@ void *
 sp_ring_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
 {
     sp_slot *s = r->slot;
-    uint64_t head, tail, need;
+    uint64_t head, tail, need, off, size = r->size;
 
     if (!sp_type_ok(type)) {
         return NULL;
     }
-    if (len > SP_RING_MAX_BODY(r->size)) {
+    if (len > SP_RING_MAX_BODY(size)) {
         sp_drop(r);
         return NULL;
     }
@@ -717,14 +717,14 @@ sp_ring_reserve(sp_ring *r, uint16_t type, size_t len, sp_ring_token *t)
      */
     tail = atomic_load_explicit(&s->tail, memory_order_acquire);
     head = atomic_load_explicit(&s->head, memory_order_relaxed);
-    if (((head | tail) & 7) == 0 && head - tail <= r->size
-        && need <= r->size - (head & r->mask)
-        && need <= r->size - (head - tail)
+    off = head & r->mask;
+    if (((head | tail) & 7) == 0 && head - tail <= size
+        && need <= size - off && need <= size - (head - tail)
         && atomic_compare_exchange_weak_explicit(&s->head, &head,
                head + need, memory_order_relaxed, memory_order_relaxed))
     {
         t->pos = head;
-        return r->data + (head & r->mask) + SP_HDR;
+        return r->data + off + SP_HDR;
     }
     return sp_reserve_slow(r, need, t);
 }
