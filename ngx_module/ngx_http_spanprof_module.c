@@ -2872,8 +2872,10 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
     h.method = (char *) ctx->method.data;
     h.method_len = ctx->method.len;
 
+    /* Never NULL, as slcf above: every location's configuration, and
+     * the server's a request has before one is found, has both. */
     clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
-    if (clcf != NULL && clcf->name.len > 0) {
+    if (clcf->name.len > 0) {
         h.route = (char *) clcf->name.data;
         h.route_len = clcf->name.len;
     }
