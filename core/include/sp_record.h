@@ -197,7 +197,7 @@ SP_API sp_status sp_span_decode(const void *body, size_t len,
  * without a bound check at each one: the exporter checks the copy it
  * puts into a request.
  */
-#define SP_SPAN_COPY_PAD 288
+#define SP_SPAN_COPY_PAD 256
 SP_API sp_status sp_span_check_copy(const void *otlp, size_t otlp_len);
 SP_API sp_status sp_objects_decode(const void *body, size_t len,
     sp_objects_record *out);

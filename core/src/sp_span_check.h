@@ -105,8 +105,10 @@ typedef enum sp_span_form {
  * length misread so only leads the walk astray. Without padded the walk
  * is bounded at each step by the flags' room; with it, the message is
  * followed by SP_SPAN_COPY_PAD zero bytes, where any step past the end
- * lands (a step is at most 257 bytes) and stops on a zero tag, so the
- * bound is looked at once, after the walk (5 instructions an attribute).
+ * lands and stops on a zero tag, so the bound is looked at once, after
+ * the walk (5 instructions an attribute). A step is at most 257 bytes,
+ * from a length byte inside the message: the farthest, from n - 2, ends
+ * at n + 255; from n - 1 the length byte is the padding's first, zero.
  * A pointer walks, not an index: with an index the compiler keeps p + i
  * apart for after the loop, an instruction more an attribute.
  */

@@ -995,6 +995,37 @@ span_check_on_a_copy_refuses_a_long_length_it_misread(void **state)
     assert_int_equal(check_copy(n), SP_ERR_NOT_FOUND);
 }
 
+/*
+ * The walk's farthest step: a made-up attribute at n - 2 whose length
+ * byte, n - 1, is 255 lands at n + 255, the padding's last byte (ASan,
+ * make unit-asan, sees a read past a shorter padding). The flags' tag and
+ * length at n - 6 are made an attribute of length 2 to lead there.
+ */
+static void
+span_check_on_a_copy_stays_in_its_padding(void **state)
+{
+    static const sp_span_attr at[1] = {
+        { "http.request.method", 19, SP_VALUE_STRING, "GET", 3, 0 },
+    };
+    sp_span_record s = a_span();
+    sp_span_view   v;
+    size_t         n;
+
+    (void)state;
+    s.tracestate = NULL;
+    s.tracestate_len = 0;
+    s.status_code = SP_STATUS_UNSET;
+    n = encode_span(&s, at, 1);
+    assert_int_equal(check_copy(n), SP_OK);
+    assert_int_equal(buf[n - 6], 0x85);
+    buf[n - 6] = 0x4a;
+    buf[n - 5] = 0x02;
+    buf[n - 2] = 0x4a;
+    buf[n - 1] = 0xff;
+    assert_int_equal(check_copy(n), SP_ERR_NOT_FOUND);
+    assert_int_equal(sp_span_decode(buf, n, &v), SP_ERR_INVALID);
+}
+
 /* ---- objects */
 
 static sp_object objs[3];
@@ -1258,6 +1289,7 @@ main(void)
         cmocka_unit_test(span_decoder_takes_a_long_attribute_its_walk_misread),
         cmocka_unit_test(span_check_on_a_copy_takes_only_what_decode_takes),
         cmocka_unit_test(span_check_on_a_copy_refuses_a_long_length_it_misread),
+        cmocka_unit_test(span_check_on_a_copy_stays_in_its_padding),
         cmocka_unit_test(objects_round_trip_every_field),
         cmocka_unit_test(objects_cut_long_paths_and_build_ids),
         cmocka_unit_test(objects_decoder_rejects_each_malformed_form),
