@@ -562,7 +562,7 @@ sp_span_decode(const void *body, size_t len, sp_span_view *out)
     }
     p = b + SP_SPAN_HEAD;
     n = len - SP_SPAN_HEAD;
-    switch (sp_span_entry(p, n, false, &at)) {
+    switch (sp_span_entry(p, n, &at)) {
     case SP_FORM_ENTRY:
         return sp_span_end(b, n, at, sp_get16le(p, at), 2, 20, out);
     case SP_FORM_LONG:

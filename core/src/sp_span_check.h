@@ -102,18 +102,13 @@ typedef enum sp_span_form {
  * one with the high bit set (a longer varint) makes it SP_FORM_LONG once
  * the walk ended, rather than a test at each attribute (7 instructions an
  * attribute, not 8: callgrind, eleven attributes in an nginx span). A
- * length misread so only leads the walk astray. Without padded the walk
- * is bounded at each step by the flags' room; with it, the message is
- * followed by SP_SPAN_COPY_PAD zero bytes, where any step past the end
- * lands and stops on a zero tag, so the bound is looked at once, after
- * the walk (5 instructions an attribute). A step is at most 257 bytes,
- * from a length byte inside the message: the farthest, from n - 2, ends
- * at n + 255; from n - 1 the length byte is the padding's first, zero.
+ * length misread so only leads the walk astray. The walk is bounded at
+ * each step by the flags' room (sp_span_check_padded needs no bound).
  * A pointer walks, not an index: with an index the compiler keeps p + i
  * apart for after the loop, an instruction more an attribute.
  */
 static inline __attribute__((always_inline)) sp_span_form
-sp_span_entry(const unsigned char *p, size_t n, bool padded, size_t *at)
+sp_span_entry(const unsigned char *p, size_t n, size_t *at)
 {
     const unsigned char *q;
     size_t               m = n - 6, i, w, lens = 0;
@@ -151,39 +146,82 @@ sp_span_entry(const unsigned char *p, size_t n, bool padded, size_t *at)
     i += 20;
     *at = i;
     q = p + i;
-    if (padded) {
-        for (; *q == SP_TAG_SPAN_ATTR; q += w + 2) {
-            w = q[1];
-            lens |= w;
-        }
-    } else {
-        while (*q == SP_TAG_SPAN_ATTR) {
-            w = q[1];
-            lens |= w;
-            q += w + 2;
-            if (q > p + m) {
-                return lens < 0x80 ? SP_FORM_BAD : SP_FORM_LONG;
-            }
+    while (*q == SP_TAG_SPAN_ATTR) {
+        w = q[1];
+        lens |= w;
+        q += w + 2;
+        if (q > p + m) {
+            return lens < 0x80 ? SP_FORM_BAD : SP_FORM_LONG;
         }
     }
     if (lens >= 0x80) {
         return SP_FORM_LONG;
     }
-    if (padded && q > p + m) {
-        return SP_FORM_BAD;
-    }
     *at = (size_t)(q - p);
     return SP_FORM_ENTRY;
 }
 
-/* sp_span_check_copy (sp_record.h), in line. */
+/*
+ * sp_span_check_copy (sp_record.h), in line: sp_span_entry's form then
+ * sp_span_end_ok, on a message followed by SP_SPAN_COPY_PAD zero bytes,
+ * which no read passes: so no bound is looked at before the end. The
+ * name's length byte is under 0x80, so the kind and the times are read
+ * at most 178 bytes in (n >= 56: inside the message or its padding),
+ * and the attributes' walk starts at most 187 bytes in. A step past the
+ * end lands in the padding and stops on a zero tag: a step is at most
+ * 257 bytes, from a length byte inside the message, and the farthest,
+ * from n - 2, ends at n + 255; from n - 1 the length byte is the
+ * padding's first, zero (5 instructions an attribute). A field that ran
+ * past the end then leaves the walk elsewhere than where the status or
+ * the flags must be (n - 10 or n - 6), which is all the end looks at: the
+ * flags' word is read at n - 6 only.
+ */
 static inline __attribute__((always_inline)) bool
 sp_span_check_padded(const unsigned char *p, size_t n)
 {
-    size_t at;
+    const unsigned char *q, *flags = p + n - 6;
+    size_t               w, lens = 0;
 
-    return sp_span_entry(p, n, true, &at) == SP_FORM_ENTRY
-           && sp_span_end_ok(p, n, at, sp_get16le(p, at));
+    if (n < 56 || sp_get16le(p, 0) != (SP_TAG_SPAN_TRACE_ID | 16 << 8)
+        || sp_get16le(p, 18) != (SP_TAG_SPAN_SPAN_ID | 8 << 8)
+        || sp_all_zero(p + 2, 16) || sp_all_zero(p + 20, 8))
+    {
+        return false;
+    }
+    q = p + 28;
+    w = sp_get16le(q, 0);
+    if (w == (SP_TAG_SPAN_PARENT | 8 << 8)) {
+        q += 10;
+        w = sp_get16le(q, 0);
+    }
+    if ((w & 0x80ff) != SP_TAG_SPAN_NAME) {
+        return false;
+    }
+    q += (w >> 8) + 2;
+    w = sp_get16le(q, 0);
+    if ((w & 0xff) != SP_TAG_SPAN_KIND || w >> 8 > SP_SPAN_KIND_MAX
+        || q[2] != SP_TAG_SPAN_START || q[11] != SP_TAG_SPAN_END)
+    {
+        return false;
+    }
+    for (q += 20; *q == SP_TAG_SPAN_ATTR; q += w + 2) {
+        w = q[1];
+        lens |= w;
+    }
+    if (lens >= 0x80) {
+        return false;
+    }
+    if (q != flags) {
+        /* the status: its tag and length, the code's tag and a code */
+        if (q + 4 != flags
+            || sp_get16le(q, 0) != (SP_TAG_SPAN_STATUS | 2 << 8)
+            || q[2] != SP_TAG_STATUS_CODE || q[3] > SP_STATUS_ERROR)
+        {
+            return false;
+        }
+    }
+    return sp_get16le(flags, 0)
+           == (SP_TAG_SPAN_FLAGS0 | SP_TAG_SPAN_FLAGS1 << 8);
 }
 
 #endif
