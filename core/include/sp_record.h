@@ -188,14 +188,14 @@ SP_API sp_status sp_span_decode(const void *body, size_t len,
 #define SP_SPAN_RECORD_HEAD 8
 
 /*
- * sp_span_decode's usual case (an entry span's form) on a copy of a span
- * record's Span message (the body past SP_SPAN_RECORD_HEAD) of
- * otlp_len bytes followed by SP_SPAN_COPY_PAD zero bytes: SP_OK only when
- * sp_span_decode takes the record, if the record's reserved bytes are
- * zero; SP_ERR_NOT_FOUND when it cannot tell (another form, or a bad
- * one), and sp_span_decode must. The padding lets it walk the attributes
- * without a bound check at each one: the exporter checks the copy it
- * puts into a request.
+ * sp_span_decode's usual case (an entry span's form, of kind SERVER) on a
+ * copy of a span record's Span message (the body past
+ * SP_SPAN_RECORD_HEAD) of otlp_len bytes followed by SP_SPAN_COPY_PAD
+ * zero bytes: SP_OK only when sp_span_decode takes the record, if the
+ * record's reserved bytes are zero; SP_ERR_NOT_FOUND when it cannot tell
+ * (another form or kind, or a bad one), and sp_span_decode must. The
+ * padding lets it walk the attributes without a bound check at each one:
+ * the exporter checks the copy it puts into a request.
  */
 #define SP_SPAN_COPY_PAD 256
 SP_API sp_status sp_span_check_copy(const void *otlp, size_t otlp_len);

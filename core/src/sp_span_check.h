@@ -162,10 +162,12 @@ sp_span_entry(const unsigned char *p, size_t n, size_t *at)
 }
 
 /*
- * sp_span_check_copy (sp_record.h), in line: sp_span_entry's form then
- * sp_span_end_ok, on a message followed by SP_SPAN_COPY_PAD zero bytes,
- * which no read passes: so no bound is looked at before the end. The
- * name's length byte is under 0x80, so the kind and the times are read
+ * sp_span_check_copy (sp_record.h), in line: sp_span_entry's form, of
+ * the kind every entry span has (SERVER: one compare rather than a tag
+ * and a range, 3 instructions; another kind goes to sp_span_decode),
+ * then sp_span_end_ok, on a message followed by SP_SPAN_COPY_PAD zero
+ * bytes, which no read passes: so no bound is looked at before the end.
+ * The name's length byte is under 0x80, so the kind and the times are read
  * at most 178 bytes in (n >= 56: inside the message or its padding),
  * and the attributes' walk starts at most 187 bytes in. A step past the
  * end lands in the padding and stops on a zero tag: a step is at most
@@ -198,8 +200,7 @@ sp_span_check_padded(const unsigned char *p, size_t n)
         return false;
     }
     q += (w >> 8) + 2;
-    w = sp_get16le(q, 0);
-    if ((w & 0xff) != SP_TAG_SPAN_KIND || w >> 8 > SP_SPAN_KIND_MAX
+    if (sp_get16le(q, 0) != (SP_TAG_SPAN_KIND | SP_SPAN_KIND_SERVER << 8)
         || q[2] != SP_TAG_SPAN_START || q[11] != SP_TAG_SPAN_END)
     {
         return false;

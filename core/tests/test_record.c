@@ -941,8 +941,15 @@ span_check_on_a_copy_takes_only_what_decode_takes(void **state)
     /* changing bytes inside strings keeps the framing */
     assert_true(taken > 0);
 
-    /* another form (a tracestate), or an attribute longer than 127
-     * bytes: not told */
+    /* another form (a tracestate), another kind than an entry span's,
+     * or an attribute longer than 127 bytes: not told */
+    s = a_span();
+    s.tracestate = NULL;
+    s.tracestate_len = 0;
+    s.kind = 3;     /* CLIENT */
+    n = encode_span(&s, short_attrs, 3);
+    assert_int_equal(sp_span_decode(buf, n, &v), SP_OK);
+    assert_int_equal(check_copy(n), SP_ERR_NOT_FOUND);
     s = a_span();
     n = encode_span(&s, attrs3, ATTRS3_COUNT);
     assert_int_equal(sp_span_decode(buf, n, &v), SP_OK);
