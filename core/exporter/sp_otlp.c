@@ -62,7 +62,10 @@ typedef struct sp_ob_group {
     size_t   sized;     /* apart from size: see below */
     /* sp_traces_room's one bound, while items hold `sized` bytes: what
      * a span's field may end below with every other bound kept
-     * (sp_traces_fast_end); 0 when none. */
+     * (sp_traces_fast_end); 0 when none. Only the general paths change
+     * the items otherwise than sp_traces_commit, which keeps sized, and
+     * they make it again for the last group when they end: so a group
+     * whose bound is not 0 has items of `sized` bytes, if it is last. */
     size_t   fast_end;
 } sp_ob_group;
 
@@ -1286,17 +1289,20 @@ sp_traces_room(sp_otlp_traces *t, const uint8_t *r, size_t len,
     sp_ob_batch *b = &t->batch;
     sp_ob_group *g = b->last;
     sp_buf      *items;
-    uint32_t     head[2];
+    uint64_t     head, want;
     size_t       n = len - SP_SPAN_RECORD_HEAD, field = 3 + n;
 
     if (g == NULL || r == NULL || n - 128 > longest - 128) {
         return false;
     }
-    memcpy(head, r, sizeof(head));
+    /* the pid and the reserved word, zero, as one number */
+    memcpy(&head, r, sizeof(head));
+    want = g->pid;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    want <<= 32;
+#endif
     items = &g->items;
-    if (head[1] != 0 || g->pid != head[0] || g->sized != items->len
-        || items->len + field >= g->fast_end)
-    {
+    if (head != want || items->len + field >= g->fast_end) {
         return false;
     }
     *p = items->data + items->len;
