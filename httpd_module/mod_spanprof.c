@@ -1111,6 +1111,13 @@ spanprof_conn_cache(conn_rec *c, spanprof_conn *sc)
     return sc->cache;
 }
 
+/* spanprof_record() sets each field of sp_entry_http by name, without
+ * clearing it first: a field added to it must be named there. */
+_Static_assert(sizeof(sp_entry_http) == 33 * sizeof(void *)
+               && offsetof(sp_entry_http, cache) + sizeof(void *)
+                  == sizeof(sp_entry_http),
+               "spanprof_record() must set every field of sp_entry_http");
+
 /*
  * The span record of sr, whose initial request is logged, in a scope that
  * is on; last is the request it ended in. Inlined into its one caller:
@@ -1120,12 +1127,10 @@ static APR_INLINE __attribute__((always_inline)) void
 spanprof_record(spanprof_request *sr, request_rec *last)
 {
     request_rec       *r = sr->initial;
+    conn_rec          *c = r->connection;
     spanprof_dir_conf *d;
-    const char        *route = NULL, *path, *query, *version, *authority,
-                      *scheme;
-    size_t             route_len = 0, path_len, query_len, client_len,
-                       peer_len;
-    int64_t            status;
+    const char        *version;
+    sp_entry_http      h;
 
     if (spanprof_ring == NULL
         || (sr->upgrading && r->status == HTTP_SWITCHING_PROTOCOLS))
@@ -1133,39 +1138,70 @@ spanprof_record(spanprof_request *sr, request_rec *last)
         return;
     }
 
+    /*
+     * Each field set where it is found, in h itself: found into locals
+     * and copied into h at the end (an initializer naming each field),
+     * the values found before the calls between were kept on the stack
+     * and copied again (~25 instructions a request, callgrind); cleared
+     * first, h took a rep stos (~35). The last fields, where a field
+     * added to sp_entry_http could hide in the padding after pid, are
+     * cleared; one added anywhere else changes the size: name it below.
+     */
+    memset((char *) &h + offsetof(sp_entry_http, status), 0,
+           sizeof(h) - offsetof(sp_entry_http, status));
+    h.method = r->method;
+    h.forwarded = sr->header[SPANPROF_H_FORWARDED];
+    h.forwarded_proto = sr->header[SPANPROF_H_X_FORWARDED_PROTO];
+    h.forwarded_host = sr->header[SPANPROF_H_X_FORWARDED_HOST];
+    /* Without an authority (HTTP/1.0 with no Host): the server's name and
+     * the port the request came in on. Measured by the span only then:
+     * its strlen() for every request, -18 instructions a request
+     * (callgrind). */
+    h.server_address = r->hostname;
+    h.server_address_len = SP_ENTRY_TO_NUL;
+    h.server_port = c->local_addr != NULL ? c->local_addr->port : 0;
+    h.client_address = r->useragent_ip;
+    h.peer_address = c->client_ip;
+    h.user_agent = sr->header[SPANPROF_H_USER_AGENT];
+    h.pid = spanprof_pid;
+    h.end_ns = sr->end_ns;
+
     /* The <Location> the final request ended in (the last httpd merged),
      * else its handler. A content type in the handler's place
      * ("httpd/unix-directory", "application/x-httpd-php") names a file's
      * type, not a route. */
     d = ap_get_module_config(last->per_dir_config, &spanprof_module);
     if (d != NULL && d->route != NULL) {
-        route = d->route;
-        route_len = d->route_len;
+        h.route = d->route;
+        h.route_len = d->route_len;
     } else if (last->handler != NULL
                && strcmp(last->handler, "default-handler")
                && strchr(last->handler, '/') == NULL)
     {
-        route = last->handler;
-        route_len = strlen(last->handler);
+        h.route = last->handler;
+        h.route_len = strlen(last->handler);
+    } else {
+        h.route = NULL;
+        h.route_len = 0;
     }
-    query = r->parsed_uri.query;
-    query_len = spanprof_len(query);
-    path = spanprof_target_path(r, &query, &query_len, &path_len);
+    h.query = r->parsed_uri.query;
+    h.query_len = spanprof_len(h.query);
+    h.path = spanprof_target_path(r, &h.query, &h.query_len, &h.path_len);
     /* An absolute-form target names the server in the request line; else
      * Host, which mod_http2 makes of :authority. r->hostname has lost the
      * port. */
-    authority = r->parsed_uri.hostname != NULL ? r->parsed_uri.hostinfo
-                : sr->header[SPANPROF_H_HOST];
+    h.authority = r->parsed_uri.hostname != NULL ? r->parsed_uri.hostinfo
+                  : sr->header[SPANPROF_H_HOST];
     /* The same string where no mod_remoteip named another client. */
-    peer_len = spanprof_peer_len(r->connection, sr->conn);
-    client_len = r->useragent_ip == r->connection->client_ip
-                 ? peer_len : spanprof_len(r->useragent_ip);
-    scheme = ap_http_scheme(r);
+    h.peer_address_len = spanprof_peer_len(c, sr->conn);
+    h.client_address_len = r->useragent_ip == c->client_ip
+                           ? h.peer_address_len
+                           : spanprof_len(r->useragent_ip);
+    h.scheme = ap_http_scheme(r);
     /* HTTP/2 is mod_http2's streams, on their secondary connections: a
      * request line may claim "HTTP/2.0" or "HTTP/3.0" too, and httpd
      * serves it over HTTP/1.1. */
-    version = r->proto_num >= HTTP_VERSION(2, 0)
-              && r->connection->master != NULL ? "2"
+    version = r->proto_num >= HTTP_VERSION(2, 0) && c->master != NULL ? "2"
               : r->proto_num == HTTP_VERSION(1, 0) ? "1.0"
               : r->proto_num == HTTP_VERSION(0, 9) ? "0.9"
               : "1.1";
@@ -1178,64 +1214,22 @@ spanprof_record(spanprof_request *sr, request_rec *last)
     {
         version = NULL;
     }
+    h.protocol_version = version;
+    h.protocol_version_len = version == NULL ? 0
+                             : version[1] == '\0' ? 1 : 3;
     /* The status logged (%>s); no log hook changes it or the connection. */
-    status = last->status < 400 && spanprof_client_gone(r) ? 499
-             : last->status;
+    h.status = last->status < 400 && spanprof_client_gone(r) ? 499
+               : last->status;
+    h.method_len = spanprof_len(h.method);
+    h.scheme_len = spanprof_len(h.scheme);
+    h.forwarded_len = spanprof_len(h.forwarded);
+    h.forwarded_proto_len = spanprof_len(h.forwarded_proto);
+    h.forwarded_host_len = spanprof_len(h.forwarded_host);
+    h.authority_len = spanprof_len(h.authority);
+    h.user_agent_len = spanprof_len(h.user_agent);
+    h.cache = spanprof_conn_cache(c, sr->conn);
 
-    /*
-     * Each field named, none cleared first: a memset of the whole record
-     * before setting it cost ~35 instructions a request (callgrind). A
-     * field added to sp_entry_http and not named here is still 0.
-     */
-    {
-        sp_entry_http h = {
-            .method = r->method,
-            .method_len = spanprof_len(r->method),
-            .route = route,
-            .route_len = route_len,
-            .path = path,
-            .path_len = path_len,
-            .query = query,
-            .query_len = query_len,
-            .scheme = scheme,
-            .scheme_len = spanprof_len(scheme),
-            .forwarded = sr->header[SPANPROF_H_FORWARDED],
-            .forwarded_len = spanprof_len(sr->header[SPANPROF_H_FORWARDED]),
-            .forwarded_proto = sr->header[SPANPROF_H_X_FORWARDED_PROTO],
-            .forwarded_proto_len =
-                spanprof_len(sr->header[SPANPROF_H_X_FORWARDED_PROTO]),
-            .forwarded_host = sr->header[SPANPROF_H_X_FORWARDED_HOST],
-            .forwarded_host_len =
-                spanprof_len(sr->header[SPANPROF_H_X_FORWARDED_HOST]),
-            .authority = authority,
-            .authority_len = spanprof_len(authority),
-            /* Without one (HTTP/1.0 with no Host): the server's name and
-             * the port the request came in on. */
-            .server_address = r->hostname,
-            /* Measured by the span only then: its strlen() for every
-             * request, -18 instructions a request (callgrind). */
-            .server_address_len = SP_ENTRY_TO_NUL,
-            .server_port = r->connection->local_addr != NULL
-                           ? r->connection->local_addr->port : 0,
-            .client_address = r->useragent_ip,
-            .client_address_len = client_len,
-            .peer_address = r->connection->client_ip,
-            .peer_address_len = peer_len,
-            .protocol_version = version,
-            .protocol_version_len = version == NULL ? 0
-                                    : version[1] == '\0' ? 1 : 3,
-            .user_agent = sr->header[SPANPROF_H_USER_AGENT],
-            .user_agent_len =
-                spanprof_len(sr->header[SPANPROF_H_USER_AGENT]),
-            .status = status,
-            .pid = spanprof_pid,
-            .end_ns = sr->end_ns,
-            .cache = spanprof_conn_cache(r->connection, sr->conn)
-        };
-
-        (void) sp_entry_finish(&spanprof_policy, &sr->entry, &h,
-                               spanprof_ring);
-    }
+    (void) sp_entry_finish(&spanprof_policy, &sr->entry, &h, spanprof_ring);
 }
 
 /* sr's span is over: its sampling ends, whether or not it is recorded.
