@@ -867,6 +867,15 @@ static const char *const spanprof_header_names[SPANPROF_H_COUNT] = {
 static apr_uint32_t spanprof_header_sums[SPANPROF_H_COUNT];
 static apr_size_t   spanprof_header_rest[SPANPROF_H_COUNT];
 
+/* The same names as HTTP/1.x clients usually write them (HTTP/2's are in
+ * lower case, as above): a key spelled so is found by a compare of its
+ * bytes, which costs less than one that ignores case (spanprof_entry_is).
+ */
+static const char *const spanprof_header_usual[SPANPROF_H_COUNT] = {
+    "traceparent", "tracestate", "baggage", "Forwarded",
+    "X-Forwarded-Proto", "X-Forwarded-Host", "Host", "User-Agent", "Upgrade"
+};
+
 /* Ours whose checksums have a top byte (their first letter, in either
  * case): count of them from first on. */
 typedef struct {
@@ -914,19 +923,30 @@ spanprof_note_header_sums(apr_pool_t *p)
     }
 }
 
-/* Whether entry e's key is our name id, in any case, as apr_table_get()
- * compares: its checksum first, then what the checksum does not cover. */
+/*
+ * Whether entry e's key is our name id, in any case, as apr_table_get()
+ * compares: its checksum first, then what the checksum does not cover,
+ * first as the name is usually spelled in the key's case (its first
+ * letter's): a User-Agent's strcasecmp() cost ~40 instructions, a
+ * strcmp() ~20 (callgrind).
+ */
 static APR_INLINE int
 spanprof_entry_is(const apr_table_entry_t *e, int id)
 {
     apr_size_t   from = spanprof_header_rest[id];
     const char  *rest = spanprof_header_names[id] + from;
+    const char  *usual;
 
     if (e->key_checksum != spanprof_header_sums[id]) {
         return 0;
     }
-    return rest[0] == '\0' ? e->key[from] == '\0'
-                           : strcasecmp(e->key + from, rest) == 0;
+    if (rest[0] == '\0') {
+        return e->key[from] == '\0';
+    }
+    usual = (e->key[0] >= 'a' ? spanprof_header_names[id]
+                              : spanprof_header_usual[id]) + from;
+    return strcmp(e->key + from, usual) == 0
+           || strcasecmp(e->key + from, rest) == 0;
 }
 
 /*
