@@ -1751,8 +1751,10 @@ spanprof_fixups(request_rec *r)
  * The sampler wants polling now and then (object table, drop warnings).
  * Children have no timer of their own, so at most one request thread a
  * second does it, on its way out; an idle child has nothing to report.
+ * Not inline: the log hook then keeps no registers where there is no
+ * sampler (spanprof_log_request).
  */
-static void
+static __attribute__((noinline)) void
 spanprof_poll(request_rec *r)
 {
     apr_uint32_t  now, last;
@@ -1854,31 +1856,19 @@ spanprof_log_redirected(request_rec *r, request_rec **last)
  * the access log says: its span begins when the request did, with what
  * headers httpd had read, and ends here.
  */
-static int
-spanprof_log_transaction(request_rec *r)
+/*
+ * The rest of spanprof_log_transaction, for a request of spanprof's
+ * (neither a subrequest nor a connection that timed out before a request
+ * line). Apart, and called last, the hook keeps no registers of its own:
+ * ~10 instructions a request fewer (callgrind) than when gcc split it
+ * itself, saving five registers in each part.
+ */
+static __attribute__((noinline)) int
+spanprof_log_request(request_rec *r)
 {
     spanprof_request *sr;
     request_rec      *last;
 
-    /* The thread's work for a request, any request, is over: now and
-     * then the sampler is polled. */
-    if (spanprof_sampler != NULL) {
-        spanprof_poll(r);
-    }
-    /*
-     * httpd logs a connection's first read that timed out before a whole
-     * request line came as a 408 "-" too: mostly a client that opened a
-     * connection and sent nothing on it (a browser's unused
-     * preconnection). No request came: no span (nginx logs nothing for
-     * such a connection). A line cut short goes with it: httpd keeps
-     * nothing of it to tell the two apart.
-     */
-    if (r->the_request == NULL && r->status == HTTP_REQUEST_TIME_OUT) {
-        return DECLINED;
-    }
-    if (!spanprof_active || r->main != NULL) {
-        return DECLINED;
-    }
     if (r->prev == NULL) {
         /* r is the initial request, sr's if it has one: the request it
          * ended in is found once, for the outcome and the scope (~10
@@ -1903,6 +1893,31 @@ spanprof_log_transaction(request_rec *r)
     spanprof_record(sr, last);
     spanprof_spare(sr);
     return DECLINED;
+}
+
+static int
+spanprof_log_transaction(request_rec *r)
+{
+    /* The thread's work for a request, any request, is over: now and
+     * then the sampler is polled. */
+    if (spanprof_sampler != NULL) {
+        spanprof_poll(r);
+    }
+    /*
+     * httpd logs a connection's first read that timed out before a whole
+     * request line came as a 408 "-" too: mostly a client that opened a
+     * connection and sent nothing on it (a browser's unused
+     * preconnection). No request came: no span (nginx logs nothing for
+     * such a connection). A line cut short goes with it: httpd keeps
+     * nothing of it to tell the two apart.
+     */
+    if (r->the_request == NULL && r->status == HTTP_REQUEST_TIME_OUT) {
+        return DECLINED;
+    }
+    if (!spanprof_active || r->main != NULL) {
+        return DECLINED;
+    }
+    return spanprof_log_request(r);
 }
 
 /*
