@@ -111,10 +111,13 @@ typedef struct sp_entry_cache {
     uint16_t      host_len;     /* server.address's value */
     uint16_t      value_off[4]; /* the four values, in data */
     uint8_t       peer_is_client; /* the two values are the same bytes */
-    /* the authority, client.address and user_agent.original each of 8
-     * to 16 bytes: two words of each compared */
-    uint8_t       short_values;
-    /* the authority as received, the scheme, then the run */
+    /* 0: the authority, client.address and user_agent.original are each
+     * of 8 to 16 bytes, their first and last 8 kept at the start of data
+     * (words), the scheme and the version read-only, the peer the
+     * client: the usual case, compared with few instructions */
+    uint8_t       slow;
+    /* words when slow is 0, the authority as received, the scheme, then
+     * the run */
     unsigned char data[SP_ENTRY_CACHE_SIZE - 80];
 } sp_entry_cache;
 

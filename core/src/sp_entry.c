@@ -778,6 +778,15 @@ sp_entry_cache_init(sp_entry_cache *c)
     c->lens[0] = SP_ENTRY_CACHE_EMPTY;
 }
 
+static inline uint64_t
+sp_load64(const unsigned char *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, 8);
+    return v;
+}
+
 /* sp_bytes_diff of 8 to 16 bytes, of 4 to 7, of 1 to 3: two words that
  * overlap, each read from both sides. */
 static inline __attribute__((always_inline)) uint64_t
@@ -887,18 +896,40 @@ static const size_t sp_entry_cached_key_len[4] = {
     sizeof("user_agent.original") - 1
 };
 
-/* The authority, client.address and user_agent.original against c's of
- * the same lengths, of any: out of line, where the addresses it needs
- * do not take registers from the usual case's (~10 instructions a hit,
- * callgrind). */
-static __attribute__((noinline)) uint64_t
-sp_entry_cache_diff_any(const sp_entry_cache *c, const sp_entry_http *h)
+/*
+ * Whether h's values are those c keeps, their lengths known to be the
+ * same: each compared with its copy in data, but a scheme or a protocol
+ * version at the read-only address the cache kept (an adapter's literal:
+ * sp_entry_ro), which is the bytes it kept, as are its length's. Out of
+ * line: the usual case is sp_entry_cache_hit's.
+ */
+static __attribute__((noinline)) bool
+sp_entry_cache_hit_any(const sp_entry_cache *c, const sp_entry_http *h)
 {
-    return sp_bytes_diff(c->data, h->authority, h->authority_len, 16)
-           | sp_bytes_diff(c->data + c->value_off[0], h->client_address,
+    const unsigned char *d = c->data;
+    size_t               a = h->authority_len, s = h->scheme_len;
+    uint64_t             diff;
+
+    diff = sp_bytes_diff(d + c->run_off - s - a, h->authority, a, 16)
+           | sp_bytes_diff(d + c->value_off[0], h->client_address,
                            h->client_address_len, 16)
-           | sp_bytes_diff(c->data + c->value_off[3], h->user_agent,
+           | sp_bytes_diff(d + c->value_off[3], h->user_agent,
                            h->user_agent_len, 16);
+    if (h->scheme != c->scheme_ro) {
+        diff |= sp_bytes_diff(d + c->run_off - s, h->scheme, s, 4);
+    }
+    if (h->protocol_version != c->version_ro) {
+        diff |= sp_bytes_diff(d + c->value_off[2], h->protocol_version,
+                              h->protocol_version_len, 3);
+    }
+    /* The peer is nearly always the client, the same string: then its
+     * bytes are the client's just compared, and so are the kept ones
+     * when the kept client's were the same. */
+    if (h->peer_address != h->client_address || !c->peer_is_client) {
+        diff |= sp_bytes_diff(d + c->value_off[1], h->peer_address,
+                              h->peer_address_len, 16);
+    }
+    return diff == 0;
 }
 
 /*
@@ -907,68 +938,67 @@ sp_entry_cache_diff_any(const sp_entry_cache *c, const sp_entry_http *h)
  * server.address and server.port), the same four values. The six lengths
  * are compared at once, each with its own (no length kept is over 255,
  * so equal ones need no range test: against packing them in a word, -13
- * instructions a request, callgrind); the values with their copies
- * inside the run. By hand, field by field: in a loop over an array of
- * them it cost ~80 instructions more a request (callgrind).
+ * instructions a request, callgrind), no kept one 0 (so an absent
+ * authority, of length 0, is not a hit). Then in the usual case (slow
+ * 0) the scheme and the version at the kept addresses and the peer the
+ * client are one test, and the three other values two words each
+ * against the words kept (first and last 8 bytes: their lengths are the
+ * kept ones, 8 to 16): -30 instructions a hit against a test of each and
+ * compares with the copies in data (callgrind, entry_bench). By hand,
+ * field by field: in a loop over an array of them it cost ~80
+ * instructions more a request (callgrind).
  */
 static inline __attribute__((always_inline)) bool
 sp_entry_cache_hit(const sp_entry_cache *c, const sp_entry_http *h)
 {
-    const unsigned char *d = c->data;
-    size_t               a, s, cl, pe, ve, ua;
-    uint64_t             diff;
+    const unsigned char *au, *cl, *ua, *w;
+    size_t               a, s, cn, pe, ve, un;
 
     if (((uintptr_t)h->forwarded | (uintptr_t)h->forwarded_proto
-         | (uintptr_t)h->forwarded_host) != 0 || h->authority == NULL)
+         | (uintptr_t)h->forwarded_host) != 0)
     {
         return false;
     }
     a = h->authority_len;
     s = h->scheme_len;
-    cl = h->client_address_len;
+    cn = h->client_address_len;
     pe = h->peer_address_len;
     ve = h->protocol_version_len;
-    ua = h->user_agent_len;
-    if (((a ^ c->lens[0]) | (s ^ c->lens[1]) | (cl ^ c->lens[2])
-         | (pe ^ c->lens[3]) | (ve ^ c->lens[4]) | (ua ^ c->lens[5])) != 0)
+    un = h->user_agent_len;
+    if (((a ^ c->lens[0]) | (s ^ c->lens[1]) | (cn ^ c->lens[2])
+         | (pe ^ c->lens[3]) | (ve ^ c->lens[4]) | (un ^ c->lens[5])) != 0)
     {
         return false;
     }
-    /* The lengths are the kept ones: so is their size class. */
-    if (c->short_values) {
-        diff = sp_bytes_diff8(d, (const unsigned char *)h->authority, a)
-               | sp_bytes_diff8(d + c->value_off[0],
-                                (const unsigned char *)h->client_address,
-                                cl)
-               | sp_bytes_diff8(d + c->value_off[3],
-                                (const unsigned char *)h->user_agent, ua);
-    } else {
-        diff = sp_entry_cache_diff_any(c, h);
+    if ((((uintptr_t)h->scheme ^ (uintptr_t)c->scheme_ro)
+         | ((uintptr_t)h->protocol_version ^ (uintptr_t)c->version_ro)
+         | ((uintptr_t)h->peer_address ^ (uintptr_t)h->client_address)
+         | c->slow) != 0)
+    {
+        return sp_entry_cache_hit_any(c, h);
     }
-    /*
-     * A scheme or a protocol version at the read-only address the cache
-     * kept (an adapter's literal: sp_entry_ro_start) is the bytes it
-     * kept, as are its length's (-19 instructions a request, callgrind);
-     * a value elsewhere, in memory a request may reuse, is compared.
-     */
-    if (h->scheme != c->scheme_ro) {
-        diff |= sp_bytes_diff(c->data + a, h->scheme, s, 4);
-    }
-    if (h->protocol_version != c->version_ro) {
-        diff |= sp_bytes_diff(d + c->value_off[2], h->protocol_version,
-                              ve, 3);
-    }
-    /*
-     * The peer is nearly always the client, the same string (in both
-     * adapters when no proxy names another client): then its bytes are
-     * the client's just compared, and so are the kept ones when the kept
-     * client's were the same (-10 instructions a request, callgrind).
-     */
-    if (h->peer_address != h->client_address || !c->peer_is_client) {
-        diff |= sp_bytes_diff(d + c->value_off[1], h->peer_address, pe,
-                              16);
-    }
-    return diff == 0;
+    /* each word loaded alone: a copy of the six went through the stack */
+    au = (const unsigned char *)h->authority;
+    cl = (const unsigned char *)h->client_address;
+    ua = (const unsigned char *)h->user_agent;
+    w = c->data;
+    return ((sp_load64(au) ^ sp_load64(w))
+            | (sp_load64(au + a - 8) ^ sp_load64(w + 8))
+            | (sp_load64(cl) ^ sp_load64(w + 16))
+            | (sp_load64(cl + cn - 8) ^ sp_load64(w + 24))
+            | (sp_load64(ua) ^ sp_load64(w + 32))
+            | (sp_load64(ua + un - 8) ^ sp_load64(w + 40))) == 0;
+}
+
+/* The bytes data starts with for sp_entry_cache_hit's usual case: the
+ * first and the last 8 of each of three values of 8 to 16 bytes. */
+#define SP_ENTRY_CACHE_WORDS    48
+
+static void
+sp_entry_cache_words(unsigned char *d, const char *v, size_t len)
+{
+    memcpy(d, v, 8);
+    memcpy(d + 8, v + len - 8, 8);
 }
 
 /* The bytes of a string attribute of a key and a value of these lengths,
@@ -995,19 +1025,23 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
 {
     sp_entry_value vals[4];
     size_t         scheme_len, head, end, i;
+    bool           quick;
 
     c->lens[0] = SP_ENTRY_CACHE_EMPTY;
     sp_entry_cached_values(h, vals);
     scheme_len = h->scheme_len;
-    if (!from_authority || h->forwarded != NULL
+    if (!from_authority || h->authority_len == 0 || h->forwarded != NULL
         || h->forwarded_proto != NULL || h->forwarded_host != NULL
         || h->authority_len > UINT8_MAX || scheme_len > UINT8_MAX)
     {
         return;
     }
+    quick = h->authority_len - 8 <= 8 && vals[0].len - 8 <= 8
+            && vals[3].len - 8 <= 8;
     /* Each at most 255 bytes, but both can take more than data: the
      * subtraction below must not wrap. */
-    head = h->authority_len + scheme_len;
+    head = (quick ? SP_ENTRY_CACHE_WORDS : 0) + h->authority_len
+           + scheme_len;
     if (len == 0 || head >= sizeof(c->data)
         || len > sizeof(c->data) - head)
     {
@@ -1030,9 +1064,15 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
         c->value_off[i] = (uint16_t)(head + end - vals[i].len);
         end -= sp_entry_attr_size(sp_entry_cached_key_len[i], vals[i].len);
     }
-    memcpy(c->data, h->authority, h->authority_len);
+    if (quick) {
+        sp_entry_cache_words(c->data, h->authority, h->authority_len);
+        sp_entry_cache_words(c->data + 16, vals[0].v, vals[0].len);
+        sp_entry_cache_words(c->data + 32, vals[3].v, vals[3].len);
+    }
+    memcpy(c->data + head - scheme_len - h->authority_len, h->authority,
+           h->authority_len);
     if (scheme_len > 0) {
-        memcpy(c->data + h->authority_len, h->scheme, scheme_len);
+        memcpy(c->data + head - scheme_len, h->scheme, scheme_len);
     }
     memcpy(c->data + head, run, len);
     c->run_off = (uint16_t)head;
@@ -1045,8 +1085,8 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
     c->peer_is_client = vals[0].len == vals[1].len
                         && (vals[0].len == 0
                             || memcmp(vals[0].v, vals[1].v, vals[0].len) == 0);
-    c->short_values = h->authority_len - 8 <= 8 && vals[0].len - 8 <= 8
-                      && vals[3].len - 8 <= 8;
+    c->slow = !quick || c->scheme_ro == NULL || c->version_ro == NULL
+              || !c->peer_is_client;
     for (i = 0; i < 4; i++) {
         c->lens[2 + i] = vals[i].len;
     }

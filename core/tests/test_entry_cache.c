@@ -357,6 +357,86 @@ a_peer_that_becomes_the_client_is_compared(void **state)
 }
 
 /*
+ * The usual connection, which sp_entry_cache_hit compares in few
+ * instructions: an authority, a client (the peer too) and a user agent
+ * each of 8 to 16 bytes, the scheme and the version literals. A request
+ * with one of the three values the kept bytes in another buffer copies
+ * the kept run; one whose value differs from the kept one only in its
+ * first or its last byte writes its own.
+ */
+static void
+a_value_that_differs_at_either_end_is_found(void **state)
+{
+    static const char *const kept[3] = {
+        "example.com:8080", "192.0.2.10", "ApacheBench/2.3"
+    };
+    char              buf[17];
+    sp_entry_policy   p;
+    sp_entry_headers  in;
+    sp_entry_http     h;
+    sp_entry_cache    cache;
+    sp_entry          e;
+    sp_idgen         *ids = sp_idgen_create();
+    sp_region        *region;
+    sp_ring          *ring;
+    void             *mem;
+    size_t            v, end, len;
+
+    (void)state;
+    assert_non_null(ids);
+    ring = setup_ring(&p, &mem, &region);
+    memset(&in, 0, sizeof(in));
+    memset(&h, 0, sizeof(h));
+    h.method = "GET";
+    h.method_len = 3;
+    h.path = "/";
+    h.path_len = 1;
+    set(&h.scheme, &h.scheme_len, "http");
+    set(&h.protocol_version, &h.protocol_version_len, "1.1");
+    h.status = 200;
+    h.pid = 7;
+    sp_entry_cache_init(&cache);
+
+    for (v = 0; v < 3; v++) {
+        for (end = 0; end < 3; end++) {
+            set(&h.authority, &h.authority_len, kept[0]);
+            set(&h.client_address, &h.client_address_len, kept[1]);
+            set(&h.user_agent, &h.user_agent_len, kept[2]);
+            h.peer_address = h.client_address;
+            h.peer_address_len = h.client_address_len;
+            /* the kept values, kept */
+            sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+            assert_true(sp_entry_same_with_cache(&p, &e, &h, &cache, ring,
+                                                 plain, cached));
+            assert_int_equal(cache.slow, 0);
+
+            /* end 0, 1: the first, the last byte changed; 2: none */
+            len = strlen(kept[v]);
+            memcpy(buf, kept[v], len + 1);
+            if (end < 2) {
+                buf[end == 0 ? 0 : len - 1] ^= 0x01;
+            }
+            if (v == 0) {
+                h.authority = buf;
+            } else if (v == 1) {
+                h.client_address = h.peer_address = buf;
+            } else {
+                h.user_agent = buf;
+            }
+            sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
+            assert_int_equal(copied_from(&p, &e, &h, &cache, ring),
+                             end == 2);
+            assert_true(sp_entry_same_with_cache(&p, &e, &h, &cache, ring,
+                                                 plain, cached));
+        }
+    }
+
+    sp_region_detach(region);
+    free(mem);
+    sp_idgen_destroy(ids);
+}
+
+/*
  * A scheme and a protocol version at the same address as the kept ones
  * are taken for the kept bytes only when that address is read-only, in
  * this program or the object the core is linked into (an adapter's or
@@ -426,11 +506,11 @@ a_reused_buffer_is_compared_and_a_literal_is_not(void **state)
     assert_ptr_equal(cache.scheme_ro, h.scheme);
     assert_ptr_equal(cache.version_ro, h.protocol_version);
     spoiled = cache;
-    spoiled.data[h.authority_len] ^= 0x20;
+    spoiled.data[cache.run_off - h.scheme_len] ^= 0x20;
     sp_entry_begin(&p, ids, &in, scratch, sizeof(scratch), &e);
     assert_true(sp_entry_same_with_cache(&p, &e, &h, &spoiled, ring, plain,
                                          cached));
-    assert_int_equal(spoiled.data[h.authority_len], 'h' ^ 0x20);
+    assert_int_equal(spoiled.data[cache.run_off - h.scheme_len], 'h' ^ 0x20);
 
     h.protocol_version = gnu_get_libc_version();
     h.protocol_version_len = strlen(h.protocol_version);
@@ -454,6 +534,7 @@ main(void)
         cmocka_unit_test(spans_with_the_cache_are_the_bytes_without_it),
         cmocka_unit_test(a_long_authority_and_scheme_are_not_kept),
         cmocka_unit_test(a_peer_that_becomes_the_client_is_compared),
+        cmocka_unit_test(a_value_that_differs_at_either_end_is_found),
         cmocka_unit_test(a_reused_buffer_is_compared_and_a_literal_is_not),
     };
 
