@@ -108,7 +108,9 @@ typedef struct sp_entry_cache {
     const char   *version_ro;
     uint16_t      run_off;      /* the run in data */
     uint16_t      run_len;
-    uint16_t      host_len;     /* server.address's value */
+    /* the sum of the run's values' lengths (url.scheme's,
+     * server.address's, the four's), for a hit's reservation */
+    uint16_t      kept_len;
     uint16_t      value_off[4]; /* the four values, in data */
     uint8_t       peer_is_client; /* the two values are the same bytes */
     /* 0: the authority, client.address and user_agent.original are each

@@ -499,25 +499,45 @@ typedef struct sp_entry_origin {
 
 /* The most an entry's values take once cut: a bound (sp_value_max). Out
  * of line: only a request with a value of SP_SPAN_STRING_MAX bytes or
- * more comes here. */
+ * more comes here. o: the origin, NULL for a span whose run a cache
+ * kept, of kept bytes of values (each kept value is under 256 bytes,
+ * never cut). */
 static __attribute__((noinline)) size_t
 sp_entry_values_max(const sp_entry_method *m, const sp_entry_http *h,
-    size_t scheme_len, size_t server_len)
+    const sp_entry_origin *o, size_t kept)
 {
-    return sp_value_max(m->value_len) + sp_value_max(m->original_len)
-           + sp_value_max(h->path_len) + sp_value_max(h->query_len)
-           + sp_value_max(scheme_len) + sp_value_max(h->route_len)
-           + sp_value_max(server_len)
+    size_t values = sp_value_max(m->value_len)
+                    + sp_value_max(m->original_len)
+                    + sp_value_max(h->path_len) + sp_value_max(h->query_len)
+                    + sp_value_max(h->route_len);
+
+    if (o == NULL) {
+        return values + kept;
+    }
+    return values + sp_value_max(o->scheme_len)
+           + sp_value_max(o->server.host_len)
            + sp_value_max(h->client_address_len)
            + sp_value_max(h->peer_address_len)
            + sp_value_max(h->protocol_version_len)
            + sp_value_max(h->user_agent_len);
 }
 
-/* The most an entry's span can take, its name of name_len bytes. */
+/* The lengths of the values of the run sp_entry_cache keeps: url.scheme,
+ * server.address, client.address, network.peer.address,
+ * network.protocol.version, user_agent.original. */
+static inline size_t
+sp_entry_kept_len(const sp_entry_http *h, const sp_entry_origin *o)
+{
+    return o->scheme_len + o->server.host_len + h->client_address_len
+           + h->peer_address_len + h->protocol_version_len
+           + h->user_agent_len;
+}
+
+/* The most an entry's span can take, its name of name_len bytes; kept:
+ * sp_entry_kept_len(h, o), o NULL for a hit (sp_entry_values_max). */
 static inline size_t
 sp_entry_max(const sp_entry_method *m, const sp_entry_http *h,
-    size_t scheme_len, size_t server_len, size_t name_len, size_t ts_len)
+    const sp_entry_origin *o, size_t kept, size_t name_len, size_t ts_len)
 {
     size_t values;
 
@@ -529,11 +549,9 @@ sp_entry_max(const sp_entry_method *m, const sp_entry_http *h,
      * or of them (-11).
      */
     values = m->value_len + m->original_len + h->path_len + h->query_len
-             + scheme_len + h->route_len + server_len
-             + h->client_address_len + h->peer_address_len
-             + h->protocol_version_len + h->user_agent_len;
+             + h->route_len + kept;
     if (values >= SP_SPAN_STRING_MAX) {
-        values = sp_entry_values_max(m, h, scheme_len, server_len);
+        values = sp_entry_values_max(m, h, o, kept);
     }
     return SP_SPAN_FIXED_MAX
            + SP_SPAN_TEXT_MAX(name_len)
@@ -1086,7 +1104,7 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
     memcpy(c->data + head, run, len);
     c->run_off = (uint16_t)head;
     c->run_len = (uint16_t)len;
-    c->host_len = (uint16_t)origin->server.host_len;
+    c->kept_len = (uint16_t)sp_entry_kept_len(h, origin);
     c->scheme_ro = sp_entry_read_only(h->scheme, scheme_len) ? h->scheme
                                                              : NULL;
     c->version_ro = sp_entry_read_only(vals[2].v, vals[2].len) ? vals[2].v
@@ -1116,21 +1134,20 @@ sp_entry_finish_with(const sp_entry_policy *p, const sp_entry *e,
     sp_ring_token   tok;
     unsigned char  *dst;
     sp_entry_origin origin;
-    size_t          name_len, ts_len;
+    size_t          name_len, ts_len, kept;
     uint64_t        end_ns;
     unsigned char  *run[2];
     size_t          n;
     bool            from_authority = false;
 
-    /* What the reservation needs of the run's bytes, where it is copied:
-     * url.scheme is the connection's (no proxy said another) and
-     * server.address as long as it was. The rest of origin is read only
-     * where the run is written. */
+    /* What the reservation needs of the run's values, where it is
+     * copied: their lengths' sum, the cache's. origin is read only where
+     * the run is written. */
     if (hit != NULL) {
-        origin.scheme_len = h->scheme_len;
-        origin.server.host_len = hit->host_len;
+        kept = hit->kept_len;
     } else {
         from_authority = sp_entry_origin_of(h, &origin);
+        kept = sp_entry_kept_len(h, &origin);
     }
 
     end_ns = h->end_ns != 0 ? h->end_ns : sp_realtime_ns();
@@ -1145,9 +1162,8 @@ sp_entry_finish_with(const sp_entry_policy *p, const sp_entry *e,
     sp_entry_method_of(p, h, &m);
     name_len = sp_name_len(&m, h);
     dst = sp_ring_reserve(ring, SP_RECORD_SPAN,
-                          sp_entry_max(&m, h, origin.scheme_len,
-                                       origin.server.host_len, name_len,
-                                       ts_len),
+                          sp_entry_max(&m, h, hit != NULL ? NULL : &origin,
+                                       kept, name_len, ts_len),
                           &tok);
     if (dst == NULL) {
         return SP_ERR_NOMEM;
