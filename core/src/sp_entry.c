@@ -346,7 +346,9 @@ sp_entry_known_of(const sp_entry_http *h)
     uint32_t              a, b, c, d;
     uint16_t              x, y, z, w;
 
-    if (h->method == NULL || h->method_len == 0) {
+    /* the lengths the table holds, 3 to 7: one test, none for NULL (a
+     * string is NULL only with a length of 0, sp_entry.h) */
+    if (h->method_len - 3 > 4) {
         return NULL;
     }
     k = &sp_entry_known_methods[SP_ENTRY_KNOWN_SLOT(h->method[0],
