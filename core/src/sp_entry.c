@@ -4,6 +4,7 @@
 #include "sp_entry.h"
 #include "sp_baggage.h"
 #include "sp_clock.h"
+#include "sp_copy.h"
 #include "sp_http_authority.h"
 #include "sp_record.h"
 #include "sp_span_put.h"
@@ -1086,7 +1087,8 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
         if (vals[i].len > UINT8_MAX
             || sp_entry_attr_size(sp_entry_cached_key_len[i], vals[i].len)
                > end
-            || memcmp(run + end - vals[i].len, vals[i].v, vals[i].len) != 0)
+            || sp_bytes_diff(run + end - vals[i].len, vals[i].v, vals[i].len,
+                             16) != 0)
         {
             return;
         }
@@ -1098,11 +1100,9 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
         sp_entry_cache_words(c->data + 16, vals[0].v, vals[0].len);
         sp_entry_cache_words(c->data + 32, vals[3].v, vals[3].len);
     }
-    memcpy(c->data + head - scheme_len - h->authority_len, h->authority,
-           h->authority_len);
-    if (scheme_len > 0) {
-        memcpy(c->data + head - scheme_len, h->scheme, scheme_len);
-    }
+    sp_copy(c->data + head - scheme_len - h->authority_len, h->authority,
+            h->authority_len);
+    sp_copy(c->data + head - scheme_len, h->scheme, scheme_len);
     memcpy(c->data + head, run, len);
     c->run_off = (uint16_t)head;
     c->run_len = (uint16_t)len;
@@ -1113,7 +1113,8 @@ sp_entry_cache_fill(sp_entry_cache *c, const sp_entry_http *h,
                                                                : NULL;
     c->peer_is_client = vals[0].len == vals[1].len
                         && (vals[0].len == 0
-                            || memcmp(vals[0].v, vals[1].v, vals[0].len) == 0);
+                            || sp_bytes_diff(vals[0].v, vals[1].v,
+                                             vals[0].len, 16) == 0);
     c->slow = !quick || c->scheme_ro == NULL || c->version_ro == NULL
               || !c->peer_is_client;
     for (i = 0; i < 4; i++) {
