@@ -203,7 +203,7 @@ struct sp_exporter_loop {
     uint64_t            next_counters_ms;
     sp_exporter_counters local;     /* the drain thread's, published */
     uint64_t            held_build; /* records in builders */
-    bool                drain_pushed; /* a push while a record was taken */
+    bool                drain_pushed; /* a push the drain loop was not told */
     uint64_t            ring_full_base;
     uint64_t            ring_corrupt_base;
 
@@ -931,8 +931,9 @@ sp_sample_take(sp_exporter_loop *e, const sp_record_view *v)
 
 /* As sp_sample_take, for a span: the worker wrote it as the Span message
  * that goes out, so it is checked and copied, not decoded and encoded
- * (sp_otlp_traces_add_record). */
-static sp_status
+ * (sp_otlp_traces_add_record). A bad record is counted here. Returns
+ * whether the take pushed a request (sp_record_take). */
+static bool
 sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
 {
     sp_span_view span;
@@ -944,10 +945,11 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
     if (n + 1 > e->bsp_queue) {
         /* a bad record is counted as such, whatever the queue holds */
         if (sp_span_decode(v->body, v->len, &span) != SP_OK) {
-            return SP_ERR_INVALID;
+            e->local.dropped_corrupt++;
+        } else {
+            e->local.dropped_queue_full++;
         }
-        e->local.dropped_queue_full++;
-        return SP_OK;
+        return e->drain_pushed;
     }
     /*
      * The first span's time set before its add (it is read only while
@@ -960,7 +962,8 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
     st = sp_otlp_traces_add_record(e->traces, e->resource, v->body, v->len);
     if (st != SP_OK) {
         if (st == SP_ERR_INVALID) {
-            return SP_ERR_INVALID;
+            e->local.dropped_corrupt++;
+            return e->drain_pushed;
         }
         if (st == SP_ERR_TOO_LONG && n > 0) {
             sp_traces_push(e);
@@ -971,18 +974,27 @@ sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
         }
         if (st != SP_OK) {
             e->local.dropped_too_large++;
-            return SP_OK;
+            return e->drain_pushed;
         }
     }
     e->held_build++;
     e->traces_count = n + 1;
     if (n + 1 >= e->bsp_batch) {
         sp_traces_push(e);
+        return e->drain_pushed;
     }
-    return SP_OK;
+    /* the usual case: nothing pushed, which the drain loop then knows
+     * without a load of the flag */
+    return false;
 }
 
-static void
+/*
+ * Takes one record out of the ring into the builders, or counts it as
+ * dropped. Returns whether a request was pushed meanwhile (drain_pushed,
+ * false when the take began: the drain loop clears it at each run's start
+ * and once it was reported).
+ */
+static bool
 sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
 {
     sp_status st;
@@ -991,10 +1003,7 @@ sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
     if (v->type == SP_RECORD_SPAN) {
         e->local.received++;
         e->local.spans++;
-        if (sp_span_take(e, v) == SP_ERR_INVALID) {
-            e->local.dropped_corrupt++;
-        }
-        return;
+        return sp_span_take(e, v);
     }
     if (v->type == SP_RECORD_OBJECTS) {
         sp_objects_record r;
@@ -1007,7 +1016,7 @@ sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
             e->local.received++;
             e->local.dropped_corrupt++;
         }
-        return;
+        return e->drain_pushed;
     }
     e->local.received++;
     if (v->type == SP_RECORD_SAMPLE) {
@@ -1019,6 +1028,7 @@ sp_record_take(sp_exporter_loop *e, const sp_record_view *v)
     if (st == SP_ERR_INVALID) {
         e->local.dropped_corrupt++;
     }
+    return e->drain_pushed;
 }
 
 /* ---- the sender thread */
@@ -1512,16 +1522,20 @@ sp_exporter_step(sp_exporter_loop *e)
         /*
          * In runs (sp_ring_read_next, inline), freed once per run: at its
          * end, or once a record whose take pushed a request is taken.
+         * The flag cleared once a run and after each push reported, not
+         * before each take: the usual span's take knows it pushed nothing.
          */
+        e->drain_pushed = false;
         while (st == SP_OK) {
-            e->drain_pushed = false;
-            sp_record_take(e, &v);
-            if (++k < SP_DRAIN_BUDGET && !e->drain_pushed) {
+            bool pushed = sp_record_take(e, &v);
+
+            if (++k < SP_DRAIN_BUDGET && !pushed) {
                 st = sp_ring_read_next_inline(ring, &v);
                 if (st == SP_OK) {
                     continue;
                 }
             }
+            e->drain_pushed = false;
             bytes += sp_record_ring_bytes(&v);
             sp_ring_consume(ring, &v);
             if (k == SP_DRAIN_BUDGET || st == SP_ERR_NOT_FOUND) {
