@@ -936,21 +936,16 @@ sp_sample_take(sp_exporter_loop *e, const sp_record_view *v)
 static bool
 sp_span_take(sp_exporter_loop *e, const sp_record_view *v)
 {
-    sp_span_view span;
-    sp_status    st;
-    size_t       n;
+    sp_status st;
+    size_t    n;
 
-    /* the spans held before this one: a span added makes it n + 1 */
+    /*
+     * The spans held before this one: a span added makes it n + 1. The
+     * builder never holds more than the queue may (the BSP's queue size):
+     * it is pushed at bsp_batch spans, and bsp_queue is at least that
+     * (sp_exporter_create); the queue's own bound is sp_queue_push's.
+     */
     n = e->traces_count;
-    if (n + 1 > e->bsp_queue) {
-        /* a bad record is counted as such, whatever the queue holds */
-        if (sp_span_decode(v->body, v->len, &span) != SP_OK) {
-            e->local.dropped_corrupt++;
-        } else {
-            e->local.dropped_queue_full++;
-        }
-        return e->drain_pushed;
-    }
     /*
      * The first span's time set before its add (it is read only while
      * spans are held), so that n need not be kept across the call, and
