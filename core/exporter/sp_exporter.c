@@ -112,6 +112,23 @@ typedef struct sp_ring_watch {
     uint64_t check_ms;  /* when to check its owner for death next */
 } sp_ring_watch;
 
+/*
+ * The counts the drain thread keeps between two publishes (sp_publish):
+ * only those it adds to, so that each step's publish clears 64 bytes,
+ * not a whole sp_exporter_counters (288 bytes: a rep stos, 44
+ * instructions under callgrind, one a word).
+ */
+typedef struct sp_drain_counts {
+    uint64_t received;
+    uint64_t samples;
+    uint64_t spans;
+    uint64_t objects;
+    uint64_t dropped_corrupt;
+    uint64_t dropped_queue_full;
+    uint64_t dropped_too_large;
+    uint64_t dropped_disabled;
+} sp_drain_counts;
+
 /* ---- an encoded request waiting for the sender */
 
 /*
@@ -201,7 +218,7 @@ struct sp_exporter_loop {
     sp_pprof_line      *lines;      /* SP_SYMBOL_MAX_INLINE per frame */
     uint64_t            next_logs_ms;
     uint64_t            next_counters_ms;
-    sp_exporter_counters local;     /* the drain thread's, published */
+    sp_drain_counts     local;      /* the drain thread's, published */
     uint64_t            held_build; /* records in builders */
     bool                drain_pushed; /* a push the drain loop was not told */
     uint64_t            ring_full_base;
@@ -1323,7 +1340,8 @@ sp_ring_totals(sp_exporter_loop *e, uint64_t *full, uint64_t *corrupt)
 static void
 sp_publish(sp_exporter_loop *e)
 {
-    sp_exporter_counters *l = &e->local, *s = &e->shared;
+    sp_drain_counts      *l = &e->local;
+    sp_exporter_counters *s = &e->shared;
 
     pthread_mutex_lock(&e->lock);
     s->received += l->received;
