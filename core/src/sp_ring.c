@@ -974,7 +974,7 @@ sp_ring_read(sp_ring *r, sp_record_view *out)
     sp_hdr_words(h, &check, &total, &used, &type);
     if (((head | tail) & 7) != 0 || head - tail > r->size
         || total < SP_HDR || (total & 7) != 0 || total > r->size - off
-        || total > head - tail || used > total - SP_HDR
+        || total > head - tail || (uint64_t)used + SP_HDR > total
         || type - SP_RECORD_SAMPLE > SP_RECORD_OBJECTS - SP_RECORD_SAMPLE)
     {
         return sp_ring_read_any(r, out);

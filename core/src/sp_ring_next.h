@@ -120,7 +120,7 @@ sp_ring_read_next_inline(sp_ring *r, sp_record_view *v)
     room = head - at;
     if (((head | total) & 7) != 0 || room > r->size
         || total < SP_HDR || total > r->size - off
-        || total > room || used > total - SP_HDR
+        || total > room || (uint64_t)used + SP_HDR > total
         || type - SP_RECORD_SAMPLE > SP_RECORD_OBJECTS - SP_RECORD_SAMPLE)
     {
         return SP_ERR_INVALID;
