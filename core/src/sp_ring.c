@@ -961,11 +961,16 @@ sp_ring_read(sp_ring *r, sp_record_view *out)
     const unsigned char *h = r->data + off;
     uint32_t             check, total, used, type;
 
-    /* Empty: the word at tail may never have been written (valgrind
-     * reads that as undefined in a ring on the heap). */
+    /*
+     * Empty: the word at tail may never have been written (valgrind
+     * reads that as undefined in a ring on the heap). The stamp as
+     * sp_ring_read_next_inline compares it, right for an aligned tail; a
+     * tail not aligned goes to sp_ring_read_any whatever the word is.
+     */
     if (head == tail || r->size - off < SP_HDR
-        || atomic_load_explicit((_Atomic uint64_t *)(void *)h,
-                                memory_order_acquire) != sp_stamp(tail))
+        || (atomic_load_explicit((_Atomic uint64_t *)(void *)h,
+                                 memory_order_acquire) ^ tail)
+           != (SP_STAMP_KEY | 1))
     {
         return sp_ring_read_any(r, out);
     }

@@ -108,9 +108,12 @@ sp_ring_read_next_inline(sp_ring *r, sp_record_view *v)
     if (r->size - off < SP_HDR) {
         return SP_ERR_INVALID;      /* the wrap: sp_ring_read's */
     }
+    /* at is aligned (a view's end, above), so its stamp, (at ^ KEY) | 1,
+     * is at ^ (KEY | 1): the word xor at compared with a constant */
     if (head == at
-        || atomic_load_explicit((_Atomic uint64_t *)(void *)h,
-                                memory_order_acquire) != sp_stamp(at))
+        || (atomic_load_explicit((_Atomic uint64_t *)(void *)h,
+                                 memory_order_acquire) ^ at)
+           != (SP_STAMP_KEY | 1))
     {
         return SP_ERR_NOT_FOUND;
     }
