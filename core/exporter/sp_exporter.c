@@ -108,6 +108,7 @@ typedef struct sp_profile_slot {
 /* ---- a ring the drain visits */
 
 typedef struct sp_ring_watch {
+    sp_ring *ring;      /* the region's, set at create (it stays) */
     bool     watched;   /* in the drain's list */
     uint64_t check_ms;  /* when to check its owner for death next */
 } sp_ring_watch;
@@ -196,6 +197,8 @@ struct sp_exporter_loop {
     uint32_t           *watch;      /* the slots in use, to drain */
     uint32_t            watch_count;
     uint64_t            claims_seen;
+    size_t              backlog_bytes; /* a ring's SP_BACKLOG_SHARE, set
+                                          at create */
     uint64_t            next_rescan_ms; /* 0: at the next pass */
     bool                backlog;    /* the last pass left records */
     sp_symbolizer      *symbolizer;
@@ -1515,8 +1518,7 @@ sp_ring_settle(sp_exporter_loop *e, sp_ring *ring, sp_ring_watch *w,
 size_t
 sp_exporter_step(sp_exporter_loop *e)
 {
-    size_t   total = 0, full = sp_region_ring_bytes(e->o.region)
-                               / SP_BACKLOG_SHARE;
+    size_t   total = 0;
     uint64_t now = sp_now_ms(e), claims = sp_region_claims(e->o.region);
     uint32_t j;
 
@@ -1526,8 +1528,8 @@ sp_exporter_step(sp_exporter_loop *e)
     e->backlog = false;
     for (j = 0; j < e->watch_count;) {
         uint32_t       i = e->watch[j];
-        sp_ring       *ring = sp_region_ring(e->o.region, i);
         sp_ring_watch *w = &e->ring_watch[i];
+        sp_ring       *ring = w->ring;
         sp_record_view v;
         size_t         k = 0, bytes = 0;
         sp_status      st = sp_ring_read(ring, &v);
@@ -1557,7 +1559,7 @@ sp_exporter_step(sp_exporter_loop *e)
             st = sp_ring_read(ring, &v);
         }
         total += k;
-        if (k == SP_DRAIN_BUDGET || bytes > full) {
+        if (k == SP_DRAIN_BUDGET || bytes > e->backlog_bytes) {
             e->backlog = true;
         } else if (sp_ring_settle(e, ring, w, now)) {
             /* free and empty: a new claim brings it back (rescan) */
@@ -2103,6 +2105,10 @@ sp_exporter_create(const sp_exporter_options *o, sp_exporter_loop **out,
         st = SP_ERR_NOMEM;
         goto fail;
     }
+    for (uint32_t i = 0; i < sp_region_slot_count(o->region); i++) {
+        e->ring_watch[i].ring = sp_region_ring(o->region, i);
+    }
+    e->backlog_bytes = sp_region_ring_bytes(o->region) / SP_BACKLOG_SHARE;
     st = sp_symbolizer_create(&so, &e->symbolizer);
     if (st == SP_OK) {
         st = sp_resource_detect(&ri, &e->resource);
