@@ -1275,7 +1275,8 @@ sp_traces_room(sp_otlp_traces *t, const uint8_t *r, size_t len,
     if (g == NULL || r == NULL || n - 128 > longest - 128) {
         return false;
     }
-    /* the pid and the reserved word, zero, as one number */
+    /* the pid and the reserved word, zero, as one number, as
+     * sp_put_span_ids_of writes them */
     memcpy(&head, r, sizeof(head));
     want = g->pid;
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__

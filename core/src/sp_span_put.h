@@ -348,7 +348,15 @@ sp_put_span_ids_of(unsigned char *p, uint32_t pid, const uint8_t *trace_id,
 {
     uint64_t head = pid;
 
-    /* pid, then 4 bytes reserved, zero: one store */
+    /*
+     * pid in host order, then 4 bytes reserved, zero: one store. The
+     * decoder reads the pid from bytes 0-3, so on a big-endian host it
+     * goes in the number's high half (as sp_otlp.c's sp_traces_room
+     * compares it).
+     */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    head <<= 32;
+#endif
     memcpy(p, &head, 8);
     p += SP_SPAN_HEAD;
     p[0] = SP_TAG_SPAN_TRACE_ID;
