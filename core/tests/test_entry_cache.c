@@ -209,6 +209,29 @@ rewrite(char *buf, size_t *len, const char *bytes, uint64_t *s)
 }
 
 /*
+ * A scheme or a version: one request in eight (and the first) draws again
+ * whether it is the literal (read-only, compared by address: seven times
+ * in eight) or buf, on the heap, of a length that stays; while it is buf,
+ * a byte of it is changed to one of bytes at each request.
+ */
+static void
+literal_or_buffer(const char **v, size_t *len, const char *literal,
+    char *buf, const char *bytes, uint64_t *s)
+{
+    if (*v == NULL || next(s) % 8 == 0) {
+        if (next(s) % 8 != 0) {
+            set(v, len, literal);
+        } else {
+            *v = buf;
+            *len = strlen(buf);
+        }
+    }
+    if (*v == buf) {
+        buf[next(s) % *len] = bytes[next(s) % strlen(bytes)];
+    }
+}
+
+/*
  * The next request on the reused buffers: each rewritten, the authority
  * with a host's bytes but one in sixteen times a colon or a colon and a
  * byte at its end (an empty or short port, or a colon inside once the
@@ -240,30 +263,11 @@ reuse_in_place(sp_entry_http *h, reused_buffers *b, uint64_t *s)
                                                      : b->client_len;
     h->user_agent = b->agent;
     h->user_agent_len = b->agent_len;
-    if (h->scheme == NULL || next(s) % 8 == 0) {
-        if (next(s) % 8 != 0) {
-            set(&h->scheme, &h->scheme_len,
-                PICK(literal_schemes, next(s)));
-        } else {
-            h->scheme = b->scheme;
-            h->scheme_len = 4;
-        }
-    }
-    if (h->scheme == b->scheme) {
-        b->scheme[next(s) % 4] = "hpst"[next(s) % 4];
-    }
-    if (h->protocol_version == NULL || next(s) % 8 == 0) {
-        if (next(s) % 8 != 0) {
-            set(&h->protocol_version, &h->protocol_version_len,
-                PICK(literal_versions, next(s)));
-        } else {
-            h->protocol_version = b->version;
-            h->protocol_version_len = 3;
-        }
-    }
-    if (h->protocol_version == b->version) {
-        b->version[next(s) % 3] = "12."[next(s) % 3];
-    }
+    literal_or_buffer(&h->scheme, &h->scheme_len,
+                      PICK(literal_schemes, next(s)), b->scheme, "hpst", s);
+    literal_or_buffer(&h->protocol_version, &h->protocol_version_len,
+                      PICK(literal_versions, next(s)), b->version, "12.",
+                      s);
 }
 
 /* Whether c keeps a run whose six lengths are h's: then the cache
