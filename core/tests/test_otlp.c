@@ -187,16 +187,26 @@ new_traces(size_t max_bytes)
     return t;
 }
 
+/* Both serialize to the same bytes, left in a and b (cleared first). */
+static void
+assert_same_traces(sp_otlp_traces *x, sp_otlp_traces *y, sp_buf *a,
+    sp_buf *b)
+{
+    sp_buf_clear(a);
+    sp_buf_clear(b);
+    assert_int_equal(sp_otlp_traces_serialize(x, a), SP_OK);
+    assert_int_equal(sp_otlp_traces_serialize(y, b), SP_OK);
+    assert_int_equal(a->len, b->len);
+    assert_memory_equal(a->data, b->data, a->len);
+}
+
 /* Both serialize to the same bytes; both are destroyed. */
 static void
 assert_same_traces_and_destroy(sp_otlp_traces *x, sp_otlp_traces *y)
 {
     sp_buf a = SP_BUF_INIT(0), b = SP_BUF_INIT(0);
 
-    assert_int_equal(sp_otlp_traces_serialize(x, &a), SP_OK);
-    assert_int_equal(sp_otlp_traces_serialize(y, &b), SP_OK);
-    assert_int_equal(a.len, b.len);
-    assert_memory_equal(a.data, b.data, a.len);
+    assert_same_traces(x, y, &a, &b);
     sp_buf_free(&a);
     sp_buf_free(&b);
     sp_otlp_traces_destroy(x);
@@ -1198,12 +1208,7 @@ span_copies_give_the_same_bytes(void **state)
                          SP_OK);
         assert_int_equal(sp_otlp_traces_add(without, res, &s, &a, 1),
                          SP_OK);
-        sp_buf_clear(&x);
-        sp_buf_clear(&y);
-        assert_int_equal(sp_otlp_traces_serialize(with, &x), SP_OK);
-        assert_int_equal(sp_otlp_traces_serialize(without, &y), SP_OK);
-        assert_int_equal(x.len, y.len);
-        assert_memory_equal(x.data, y.data, x.len);
+        assert_same_traces(with, without, &x, &y);
         assert_non_null(memmem(x.data, x.len, value, len));
         sp_otlp_traces_destroy(with);
         sp_otlp_traces_destroy(without);
@@ -1283,12 +1288,7 @@ records_go_in_as_decoded_spans_do(void **state)
                              sp_otlp_traces_count(y));
         }
         assert_true(changed > 100);
-        sp_buf_clear(&bx);
-        sp_buf_clear(&by);
-        assert_int_equal(sp_otlp_traces_serialize(x, &bx), SP_OK);
-        assert_int_equal(sp_otlp_traces_serialize(y, &by), SP_OK);
-        assert_int_equal(bx.len, by.len);
-        assert_memory_equal(bx.data, by.data, bx.len);
+        assert_same_traces(x, y, &bx, &by);
         for (i = 0; i < 2; i++) {
             sp_otlp_traces_destroy(i == 0 ? x : y);
         }
@@ -1369,12 +1369,7 @@ records_keep_the_request_bound(void **state)
             assert_int_equal(sp_otlp_traces_size(x), sp_otlp_traces_size(y));
             if (got == SP_ERR_TOO_LONG || round == 2999) {
                 full++;
-                sp_buf_clear(&bx);
-                sp_buf_clear(&by);
-                assert_int_equal(sp_otlp_traces_serialize(x, &bx), SP_OK);
-                assert_int_equal(sp_otlp_traces_serialize(y, &by), SP_OK);
-                assert_int_equal(bx.len, by.len);
-                assert_memory_equal(bx.data, by.data, bx.len);
+                assert_same_traces(x, y, &bx, &by);
                 assert_true(bx.len <= bounds[k]);
                 sp_otlp_traces_reset(x);
                 sp_otlp_traces_reset(y);
