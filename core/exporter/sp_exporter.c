@@ -228,6 +228,11 @@ struct sp_exporter_loop {
     uint64_t            ring_corrupt_base;
 
     /* shared with the sender, under lock */
+    /* The rings' totals when the region was given up: what they count
+     * after it is the next reader's time, not this one's. */
+    bool                rings_released;
+    uint64_t            ring_full_end;
+    uint64_t            ring_corrupt_end;
     pthread_mutex_t     lock;
     pthread_cond_t      idle_cond;
     sp_exporter_counters shared;
@@ -1368,6 +1373,10 @@ sp_exporter_counters_get(sp_exporter_loop *e, sp_exporter_counters *out)
 
     sp_ring_totals(e, &full, &corrupt);
     pthread_mutex_lock(&e->lock);
+    if (e->rings_released) {
+        full = e->ring_full_end;
+        corrupt = e->ring_corrupt_end;
+    }
     *out = e->shared;
     out->held = e->shared.held + e->queue_records;
     out->queue_bytes = e->queue_bytes;
@@ -1811,6 +1820,7 @@ sp_status
 sp_exporter_run(sp_exporter_loop *e)
 {
     uint64_t             end, now;
+    uint64_t             full, corrupt;
     int                  pass;
     bool                 fast;
     sp_exporter_counters c;
@@ -1868,6 +1878,12 @@ sp_exporter_run(sp_exporter_loop *e)
      * stopped fast (half a second) gave up waiting, and what the workers
      * wrote since this one's last read was never read.
      */
+    sp_ring_totals(e, &full, &corrupt);
+    pthread_mutex_lock(&e->lock);
+    e->ring_full_end = full;
+    e->ring_corrupt_end = corrupt;
+    e->rings_released = true;
+    pthread_mutex_unlock(&e->lock);
     sp_region_release_reader(e->o.region, e->pid);
     sp_exporter_flush(e);
     pthread_mutex_lock(&e->lock);

@@ -2,6 +2,7 @@
  * The exporter loop on an in-memory region with the console exporter and a
  * fake clock: what is drained, when it is sent, how it is counted.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,6 +612,47 @@ a_span_is_kept_in_the_ring_until_it_is_taken(void **state)
     teardown(&f);
 }
 
+static void *
+run_exporter(void *e)
+{
+    sp_exporter_run(e);
+    return NULL;
+}
+
+/*
+ * The counters of an exporter that has stopped (the at-exit line): the
+ * rings' refusals once it gave the region up are the next reader's time,
+ * not counted as its own.
+ */
+static void
+rings_are_counted_until_the_region_is_given_up(void **state)
+{
+    static const char *const vars[] = {
+        "OTEL_LOGS_EXPORTER", "none", "OTEL_TRACES_EXPORTER", "none",
+        /* the stop reads on for half of it while the writer lives */
+        "OTEL_EXPORTER_OTLP_TIMEOUT", "200", NULL };
+    static const uint64_t body[4];
+    sp_exporter_counters c;
+    sp_ring_counters     rc;
+    pthread_t            t;
+    fixture              f;
+
+    (void)state;
+    setup_with(&f, vars);
+    assert_int_equal(pthread_create(&t, NULL, run_exporter, f.e), 0);
+    sp_exporter_stop(f.e);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    while (sp_ring_write(f.ring, SP_RECORD_SPAN, body, sizeof(body))
+           == SP_OK)
+    {
+    }
+    sp_ring_stats(f.ring, &rc);
+    assert_true(rc.dropped_full > 0);
+    sp_exporter_counters_get(f.e, &c);
+    assert_int_equal(c.ring_full, 0);
+    teardown(&f);
+}
+
 int
 main(void)
 {
@@ -625,6 +667,7 @@ main(void)
         cmocka_unit_test(json_escapes_and_rejects_garbage),
         cmocka_unit_test(a_retry_sends_the_request_it_queued),
         cmocka_unit_test(a_span_is_kept_in_the_ring_until_it_is_taken),
+        cmocka_unit_test(rings_are_counted_until_the_region_is_given_up),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
