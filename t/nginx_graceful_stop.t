@@ -23,7 +23,7 @@ use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start free_port
                         stop wait_until);
 use Spanprof::Receiver;
 use Spanprof::Cases qw(wait_spans);
-use Spanprof::Procs qw(family);
+use Spanprof::Procs qw(exporters);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -89,12 +89,6 @@ sub spans_of {
     return scalar wait_spans($recv, sub { $_[0]{traceId} eq $trace });
 }
 
-sub exporters {
-    my ($master) = @_;
-    return map { $_->{pid} }
-        grep { $_->{args} =~ /^spanprof-exporter/ } family($master);
-}
-
 sub start_nginx {
     my ($d) = @_;
     my $port = nginx_conf($d, location => "proxy_pass http://127.0.0.1:$up;");
@@ -132,7 +126,7 @@ sub start_nginx {
 {
     my $d = new_dir();
     my ($master, $port) = start_nginx($d);
-    my ($old) = exporters($master);
+    my ($old) = map { $_->{pid} } exporters($master);
     my $trace = 'c2' x 16;
     my $t0 = time;
     my @req = slow_request($port, $trace);
