@@ -921,6 +921,14 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
 
     smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
 
+    /*
+     * Off too: a new binary (nginx's online upgrade) that lost
+     * OTEL_SDK_DISABLED=true would turn spanprof on.
+     */
+    if (ngx_http_spanprof_keep_env(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     if (!smcf->enabled) {
         return NGX_OK;
     }
@@ -975,10 +983,6 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
 
         ngx_http_next_body_filter = ngx_http_top_body_filter;
         ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
-    }
-
-    if (ngx_http_spanprof_keep_env(cf) != NGX_OK) {
-        return NGX_ERROR;
     }
 
     return ngx_http_spanprof_add_exporter_path(cf, smcf);

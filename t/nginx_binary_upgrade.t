@@ -10,6 +10,10 @@
 # at the end, nothing left once the new master stops. Real nginx (as a
 # daemon: nginx refuses USR2 when its parent did not change), the module's
 # exporter and the independent receiver.
+# With OTEL_SDK_DISABLED=true in the environment the new master must
+# find it too: before, the module kept the environment only when it was
+# on, and the new binary turned spanprof on (an exporter sending to
+# localhost:4317).
 
 use strict;
 use warnings;
@@ -152,6 +156,43 @@ my @new_family = map { $_->{pid} } family($new);
 kill 'QUIT', $new;
 ok(wait_until(sub { !alive($new) && !grep { alive($_) } @new_family }, 20),
    'QUIT: the new master and everything of it exit');
+
+# ---- turned off by the environment: it stays off after the upgrade
+
+my $off = new_dir();
+my $offport = nginx_conf($off);
+my $offconf = read_file("$off/nginx.conf");
+$offconf =~ s/daemon off;/daemon on;/;
+write_file("$off/nginx.conf", $offconf);
+{
+    local %ENV = (%ENV, OTEL_SDK_DISABLED => 'true',
+                  OTEL_EXPORTER_OTLP_ENDPOINT => $endpoint);
+    system(nginx_cmd($off)) == 0 or BAIL_OUT(read_file("$off/error.log"));
+}
+my $off_old = read_file("$off/nginx.pid") =~ /^(\d+)/ ? $1 : undef;
+ok($off_old, 'OTEL_SDK_DISABLED: nginx starts');
+push @masters, $off_old if $off_old;
+my $off_new;
+kill 'USR2', $off_old;
+ok(wait_until(sub {
+        $off_new = read_file("$off/nginx.pid") =~ /^(\d+)/ ? $1 : undef;
+        defined $off_new && $off_new != $off_old
+            && grep { $_->{args} =~ /worker process/ } family($off_new);
+    }), 'OTEL_SDK_DISABLED: USR2 starts a new master and its workers');
+push @masters, $off_new if $off_new;
+sleep 1.5;    # the manager would have started an exporter by now
+is_deeply([ map { $_->{args} } grep { $_->{args} =~ /cache manager|^spanprof/ }
+            family($off_old) ], [],
+          'OTEL_SDK_DISABLED: no exporter nor its manager, old or new');
+my ($off_shm) = shm_of($off_new);
+is(scalar keys %$off_shm, 0,
+   'OTEL_SDK_DISABLED: the new master made no shared memory');
+kill 'QUIT', $off_old;
+ok(wait_until(sub { !alive($off_old) }, 20), 'OTEL_SDK_DISABLED: the old '
+   . 'master quits');
+kill 'QUIT', $off_new;
+ok(wait_until(sub { !alive($off_new) }, 20), 'OTEL_SDK_DISABLED: the new '
+   . 'master quits');
 
 my $log = read_file("$dir/error.log") // '';
 my @bad = $log =~ /^(.*\[(?:alert|crit|emerg)\].*)$/mg;
