@@ -1492,6 +1492,19 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
+    /*
+     * The exporter is started by a helper process of the master: without
+     * one nothing would read the ring. Recording for no one would only
+     * cost, and a reload here keeps this process, whose phase engine
+     * (ngx_http_spanprof_watch) would then be the old cycle's.
+     */
+    if (ngx_process == NGX_PROCESS_SINGLE) {
+        ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                      "spanprof: no exporter runs with \"master_process "
+                      "off\", so nothing is traced or profiled");
+        return NGX_OK;
+    }
+
     if (sp_region_attach(ngx_http_spanprof_shm.base,
                          ngx_http_spanprof_shm.size,
                          &ngx_http_spanprof_region)
