@@ -3010,6 +3010,14 @@ ngx_http_spanprof_record(ngx_http_spanprof_ctx_t *ctx)
         h.protocol_version_len = 1;
         break;
 
+#ifdef NGX_HTTP_VERSION_30
+    /* nginx 1.25 and later, built with HTTP/3 */
+    case NGX_HTTP_VERSION_30:
+        h.protocol_version = "3";
+        h.protocol_version_len = 1;
+        break;
+#endif
+
     case NGX_HTTP_VERSION_10:
         /*
          * Also nginx's value before it read a version: a request line it
