@@ -1724,10 +1724,15 @@ spanprof_fixups(request_rec *r)
         return DECLINED;
     }
     /* Only now is the scope known: off there means no ids for the log and
-     * no profiling, though post_read_request began both. */
+     * no profiling, though post_read_request began both. A subrequest's
+     * scope is not the span's (the one its initial request ends in is):
+     * one off (an include of a <Location> that is off) ended the page's
+     * sampling with the rest of its work to come. */
     if (!spanprof_enabled_here(r)) {
         spanprof_set_env(r, NULL);
-        spanprof_stop_sampling(sr);
+        if (r->main == NULL) {
+            spanprof_stop_sampling(sr);
+        }
         /* A request before it in its chain (one an internal redirect or
          * ErrorDocument left) put ours into the table they share: the
          * client's go back, or mod_proxy would send the parent of a span

@@ -1,0 +1,132 @@
+#!/usr/bin/perl
+# httpd: a subrequest that lands in a scope that is off (a <Location> with
+# "Spanprof Off", reached by mod_include's include virtual) does not end
+# the profiling of the request it belongs to. Only the scope the initial
+# request ends in decides (SPEC 2: subrequests belong to its entry span),
+# but fixups, run for each subrequest too, stopped the span's sampling
+# when a subrequest's scope was off: the page's later work (here a second
+# include, proxied to a backend that waits) went unsampled. The span is
+# recorded all the same.
+# Real apache2 (event, prefork), the independent OTLP receiver.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Socket::INET;
+use Test::More;
+use Time::HiRes qw(sleep);
+
+use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
+                        stop);
+use Spanprof::Receiver;
+use Spanprof::Cases qw(wait_spans curl_case);
+
+my $why = Spanprof::Receiver::unavailable();
+plan skip_all => $why if $why;
+plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+my $mods = '/usr/lib/apache2/modules';
+plan skip_all => "no mod_include in $mods" unless -r "$mods/mod_include.so";
+
+my $WAIT = 2;           # s, the backend's wait
+my $INTERVAL = 10;      # ms
+
+# Answers each request after $WAIT s.
+my $back = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+                                 Listen => 16, Proto => 'tcp', ReuseAddr => 1)
+    or die "listen: $!";
+my $back_port = $back->sockport;
+my $back_pid = fork // die "fork: $!";
+if (!$back_pid) {
+    $SIG{PIPE} = 'IGNORE';
+    while (my $c = $back->accept) {
+        my $head = '';
+        while ($head !~ /\r\n\r\n/) {
+            sysread($c, $head, 4096, length $head) or last;
+        }
+        sleep $WAIT;
+        syswrite($c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                     . "Content-Length: 5\r\nConnection: close\r\n\r\nslow\n");
+        close $c;
+    }
+    exit 0;
+}
+close $back;
+
+sub run_mpm {
+    my ($mpm, $n) = @_;
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $port = httpd_conf($dir, mpm => $mpm,
+                          modules => [qw(include proxy proxy_http)],
+                          extra => <<"EXTRA");
+<Directory $dir/htdocs>
+    Options +Includes
+    AddOutputFilter INCLUDES .shtml
+</Directory>
+<Location /off>
+    Spanprof Off
+</Location>
+ProxyPass /slow http://127.0.0.1:$back_port/slow
+EXTRA
+    mkdir "$dir/htdocs/off";
+    chmod 0755, "$dir/htdocs/off";
+    write_file("$dir/htdocs/off/part.txt", "part\n");
+    write_file("$dir/htdocs/on.txt", "on\n");
+    # The control: the same page with an include in a scope that is on.
+    for (['off', '/off/part.txt'], ['on', '/on.txt']) {
+        write_file("$dir/htdocs/page-$_->[0].shtml",
+                   "<!--#include virtual=\"$_->[1]\" -->\n"
+                   . "<!--#include virtual=\"/slow\" -->\n");
+    }
+    chmod 0644, glob("$dir/htdocs/*.* $dir/htdocs/off/*");
+    my $httpd = httpd_start($dir, $port,
+        SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
+        SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => $INTERVAL,
+        SPLUNK_PROFILER_EXPORT_INTERVAL   => '200',
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
+        OTEL_BSP_SCHEDULE_DELAY => '100');
+    ok($httpd, "$mpm: httpd starts") or return;
+
+    my %span;
+    for my $which (qw(on off)) {
+        my $trace = sprintf '%032x', 0x5ab00000 + 2 * $n + ($which eq 'off');
+        my (undef, $code, $body) = curl_case(
+            url => "http://127.0.0.1:$port/page-$which.shtml",
+            headers => [ [ traceparent => "00-$trace-00f067aa0ba902b7-01" ],
+                         [ baggage => 'splunk.trace.snapshot.volume='
+                                      . 'highest' ] ]);
+        is($code, 200, "$mpm: include $which: 200");
+        like($body, qr/slow/, "$mpm: include $which: the slow part is in");
+        ($span{$which}) = wait_spans($recv,
+                                     sub { $_[0]{traceId} eq $trace });
+        ok($span{$which}, "$mpm: include $which: the page's span arrives");
+    }
+    if ($span{on} && $span{off}) {
+        sleep 1;        # the samples of the last export interval
+        my (undef, $samples) = $recv->collect;
+        my %count;
+        $count{ $_->{labels}{span_id} // '' }++ for @$samples;
+        # About $WAIT s / $INTERVAL ms of them, with either include.
+        for my $which (qw(on off)) {
+            my $got = $count{ $span{$which}{spanId} } // 0;
+            cmp_ok($got, '>=', $WAIT * 1000 / $INTERVAL / 4,
+                   "$mpm: include $which: the page is sampled while its "
+                   . "second include waits ($got samples)");
+        }
+    }
+    stop($httpd);
+    my @bad = grep { /\[(?:\w+:)?(?:alert|crit|emerg)\]|exit signal/ }
+              split /\n/, read_file("$dir/error.log");
+    is(join("\n", @bad), '', "$mpm: no alert or crash in the error log");
+}
+
+my $n = 0;
+run_mpm($_, $n++) for qw(event prefork);
+
+kill 'TERM', $back_pid;
+waitpid $back_pid, 0;
+
+done_testing();
