@@ -1554,6 +1554,21 @@ spanprof_pre_connection(conn_rec *c, void *csd)
     return OK;
 }
 
+/*
+ * The event MPM lets go of a connection on the thread that served it: its
+ * response's last bytes left to write completion, or to wait for its next
+ * request. The thread goes back to wait for work while the span lives on
+ * until the request is logged: it kept the span's ids, and was sampled
+ * idle under it (wall clock), and whatever it served meanwhile (another
+ * connection's handshake, a lingering close) carried them too. Prefork
+ * and worker never call this: a connection stays on its thread.
+ */
+static void
+spanprof_suspend_connection(conn_rec *c, request_rec *r)
+{
+    sp_sampler_leave(spanprof_sampler);
+}
+
 static int
 spanprof_post_read_request(request_rec *r)
 {
@@ -2064,6 +2079,8 @@ spanprof_register_hooks(apr_pool_t *p)
     ap_hook_monitor(spanprof_monitor, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_pre_connection(spanprof_pre_connection, NULL, NULL,
                            APR_HOOK_REALLY_FIRST);
+    ap_hook_suspend_connection(spanprof_suspend_connection, NULL, NULL,
+                               APR_HOOK_MIDDLE);
     ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,
                               APR_HOOK_REALLY_FIRST);
     ap_hook_fixups(spanprof_fixups, NULL, NULL, APR_HOOK_REALLY_LAST);
