@@ -1920,6 +1920,14 @@ spanprof_log_request(request_rec *r)
     if (sr == NULL) {
         return DECLINED;
     }
+    /* mod_log_config reads the variables of the request r ended in. One
+     * made before they were set (the ErrorDocument of a request refused
+     * while read) or that never reached fixups (its ErrorDocument refused
+     * too) had only REDIRECT_* copies, or none: the access log said "-"
+     * for a span that is exported. Redirected requests only. */
+    if (last != sr->initial) {
+        spanprof_set_env(last, sr);
+    }
     spanprof_close(sr);
     spanprof_record(sr, last);
     spanprof_spare(sr);
