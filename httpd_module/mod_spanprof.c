@@ -43,8 +43,11 @@
 #include <sp_sampler.h>
 #include <sp_shm.h>
 
-#define SPANPROF_SLOTS       256
-#define SPANPROF_RING_BYTES  (1024 * 1024)
+#define SPANPROF_SLOTS           256
+#define SPANPROF_SLOTS_SPARE     16
+#define SPANPROF_RING_BYTES      (1024 * 1024)
+#define SPANPROF_RING_BYTES_MIN  (256 * 1024)
+#define SPANPROF_RINGS_BYTES_MAX ((apr_uint64_t) 512 * 1024 * 1024)
 #define SPANPROF_SHM_KEY     "spanprof-shm"
 
 /* Where a traceparent, "00-{trace-id}-{parent-id}-{flags}", has the ids in
@@ -404,21 +407,55 @@ spanprof_test_config(apr_pool_t *pconf, server_rec *s)
 }
 
 /*
+ * A ring for each child the MPM may run at once (ServerLimit, which httpd
+ * changes only on a full stop, as long as the shared memory lives) and
+ * spare ones for children started before a dead one's ring is drained;
+ * at least SPANPROF_SLOTS, at most SP_REGION_MAX_SLOTS. Past
+ * SPANPROF_RINGS_BYTES_MAX in all (a page of shared memory is taken only
+ * once written) the rings are smaller: that many children are prefork's,
+ * each serving one request at a time.
+ */
+static void
+spanprof_shm_shape(apr_uint32_t *slots, apr_size_t *ring_bytes)
+{
+    int  limit = 0;
+
+    *slots = SPANPROF_SLOTS;
+    *ring_bytes = SPANPROF_RING_BYTES;
+    if (ap_mpm_query(AP_MPMQ_HARD_LIMIT_DAEMONS, &limit) != APR_SUCCESS
+        || limit <= SPANPROF_SLOTS - SPANPROF_SLOTS_SPARE)
+    {
+        return;
+    }
+    *slots = limit < SP_REGION_MAX_SLOTS - SPANPROF_SLOTS_SPARE
+             ? (apr_uint32_t) limit + SPANPROF_SLOTS_SPARE
+             : SP_REGION_MAX_SLOTS;
+    while (*ring_bytes > SPANPROF_RING_BYTES_MIN
+           && (apr_uint64_t) *slots * *ring_bytes > SPANPROF_RINGS_BYTES_MAX)
+    {
+        *ring_bytes /= 2;
+    }
+}
+
+/*
  * The shared memory lives as long as the parent: in the process pool,
  * which survives restarts (module statics do not: httpd reloads modules).
  */
 static sp_shm *
 spanprof_shm(server_rec *s)
 {
-    apr_pool_t *pp = s->process->pool;
-    sp_shm     *shm = NULL;
+    apr_pool_t   *pp = s->process->pool;
+    sp_shm       *shm = NULL;
+    apr_uint32_t  slots;
+    apr_size_t    ring_bytes;
 
     apr_pool_userdata_get((void **) &shm, SPANPROF_SHM_KEY, pp);
     if (shm != NULL) {
         return shm->base != NULL ? shm : NULL;
     }
     shm = apr_pcalloc(pp, sizeof(*shm));
-    if (sp_shm_create(SPANPROF_SLOTS, SPANPROF_RING_BYTES, shm) != SP_OK) {
+    spanprof_shm_shape(&slots, &ring_bytes);
+    if (sp_shm_create(slots, ring_bytes, shm) != SP_OK) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, errno, s,
                      "spanprof: shared memory could not be created, spans "
                      "and profiles are not recorded");
