@@ -38,6 +38,7 @@ use Spanprof::Server qw(new_dir nginx_conf nginx_start stop write_file
                         read_file top_dir);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family);
+use Spanprof::Exporter qw(counters);
 
 my $ROUNDS = @ARGV && $ARGV[0] =~ /^\d+$/ ? shift : 3;
 my $SECONDS = $ENV{BENCH_SECONDS} // 5;
@@ -161,12 +162,12 @@ sub one_run {
     # write (ring.full) and what it dropped. An exporter that takes less
     # CPU by falling behind (the queue holds OTEL_BSP_MAX_QUEUE_SIZE,
     # 2048 spans, about 27 ms of this load) shows it here.
-    my ($counters) = (read_file("$dir/error.log") // '')
-                     =~ /.*counters: ([^\n]*)/s;
+    my $counters = counters(read_file("$dir/error.log") // '', 'at exit')
+                   // {};
     my ($lost, @lost) = (0);
-    while (($counters // '') =~ /((?:ring\.full|dropped\.\w+)=(\d+))/g) {
-        $lost += $2;
-        push @lost, $1 if $2;
+    for my $name (sort grep { /^(?:ring\.full|dropped\.)/ } keys %$counters) {
+        $lost += $counters->{$name};
+        push @lost, "$name=$counters->{$name}" if $counters->{$name};
     }
     my ($requests) = $out =~ /(\d+) requests in/;
     my ($rps) = $out =~ /Requests\/sec:\s+([\d.]+)/;
