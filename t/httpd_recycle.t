@@ -3,8 +3,9 @@
 # corners t/httpd_lifecycle.t and t/httpd_restart.t do not cover:
 #   - MaxConnectionsPerChild 5 under load: children are replaced all the
 #     time, more of them than the shared memory has rings (256), so each
-#     ring must come back when its child ends. Every request answered 200,
-#     no "no ring left" alert, the parent's memfd and descriptor count as
+#     ring must come back when its child ends. Every request answered 200
+#     (see below for the one retry), no child ended by a signal, no "no
+#     ring left" alert, the parent's memfd and descriptor count as
 #     before; on stop, the spans of every request (held back by a 60 s
 #     batch delay) arrive, those of the last children too, and the
 #     exporter's counters say nothing was corrupt;
@@ -106,8 +107,16 @@ my ($shm0) = shm_of($parent);
 my $fds0 = fd_count($parent);
 
 # ---- children recycled every five connections, more than the rings
+# The event MPM has a race of its own here: a child that has taken its
+# fifth connection lets its idle workers end before one has picked that
+# connection from the queue (worker_thread_should_exit_early counts only
+# connections a worker began), and exits holding it unread: the client
+# gets a reset before any byte (seen here with
+# `perf record -e tcp:tcp_send_reset -a`: exit_group of the child's main
+# thread, TCP_ABORT_ON_CLOSE). Such a request is sent once more, as a
+# browser would; a crash would show in the error log.
 my %seen;
-my $load = load_start($port, 3);
+my $load = load_start($port, 3, undef, 1);
 my $end = time + 240;
 while (keys %seen <= $RINGS + 20 && time < $end) {
     # The kernel's list: cheap enough to catch children that live 50 ms.
@@ -115,10 +124,13 @@ while (keys %seen <= $RINGS + 20 && time < $end) {
         read_file("/proc/$parent/task/$parent/children");
     sleep 0.01;
 }
-my ($n, $bad) = load_stop($load);
+my ($n, $bad, $resets) = load_stop($load);
 cmp_ok(scalar keys %seen, '>', $RINGS, 'more children than rings served')
     or diag("$n requests");
-is($bad, 0, "every request answered 200 ($n)");
+is($bad, 0, "every request answered 200 ($n, $resets sent again)");
+cmp_ok($resets, '<=', $n / 100, 'few connections reset by an ending child');
+unlike(read_file("$dir/error.log"), qr/exit signal/,
+       'no child ended by a signal');
 my @late = traced_requests($port, 5, $PARENT);
 is(scalar @late, 5, 'requests of the last children answered');
 my ($shm1) = shm_of($parent);

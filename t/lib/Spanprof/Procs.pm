@@ -84,15 +84,23 @@ sub fd_count {
 # 200 within 10 s (a server that accepts and never answers must not hang
 # the test).
 sub get_ok {
+    return get_answer(@_) eq 'ok' ? 1 : 0;
+}
+
+# As get_ok, but says how a request that is not answered 200 ended:
+# 'ok', 'reset' (the connection was reset before a byte of an answer came:
+# the server's process ended holding it, unread) or 'bad'.
+sub get_answer {
     my ($port, $path, @headers) = @_;
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
-                                  Proto => 'tcp', Timeout => 5) or return 0;
+                                  Proto => 'tcp', Timeout => 5)
+        or return 'bad';
     print $s "GET " . ($path // '/') . " HTTP/1.0\r\nHost: localhost\r\n"
         . join('', map { "$_\r\n" } @headers) . "\r\n";
     # select returns early on a signal (load_stop's TERM): read on until
     # the answer ends or the deadline passes.
     my $sel = IO::Select->new($s);
-    my ($resp, $end) = ('', time + 10);
+    my ($resp, $end, $reset) = ('', time + 10, 0);
     while ((my $left = $end - time) > 0) {
         $! = 0;
         unless ($sel->can_read($left)) {
@@ -101,17 +109,21 @@ sub get_ok {
         }
         my $got = sysread($s, $resp, 4096, length $resp);
         next if !defined $got && $!{EINTR};
+        $reset = 1 if !defined $got && $!{ECONNRESET} && $resp eq '';
         last unless $got;
     }
-    return $resp =~ m{^HTTP/1\.[01] 200 } ? 1 : 0;
+    return 'ok' if $resp =~ m{^HTTP/1\.[01] 200 };
+    return $reset ? 'reset' : 'bad';
 }
 
 # $clients (default 1) processes each sending GETs one after another until
 # load_stop; returns the handle for load_stop. $next, when given, is
 # called before each request with the client's number (1-based) and the
-# request's, and returns its path and headers.
+# request's, and returns its path and headers. With $retry_reset, a
+# request whose connection is reset before any answer is sent once more
+# and counted in load_stop's resets; its second try must be answered 200.
 sub load_start {
-    my ($port, $clients, $next) = @_;
+    my ($port, $clients, $next, $retry_reset) = @_;
     my @kids;
     for my $c (1 .. ($clients // 1)) {
         pipe my $rd, my $wr or die "pipe: $!";
@@ -119,18 +131,24 @@ sub load_start {
         die "fork: $!" unless defined $pid;
         if ($pid == 0) {
             close $rd;
-            my ($n, $bad, $stop) = (0, 0, 0);
+            my ($n, $bad, $resets, $stop) = (0, 0, 0, 0);
             local $SIG{TERM} = sub { $stop = 1 };
             # TERM waits until the request in flight is answered: a
             # connect or read it cut short would count as a failure.
             my $term = POSIX::SigSet->new(POSIX::SIGTERM());
             until ($stop) {
                 $n++;
+                my @req = $next ? $next->($c, $n) : ();
                 POSIX::sigprocmask(POSIX::SIG_BLOCK(), $term);
-                $bad++ unless get_ok($port, $next ? $next->($c, $n) : ());
+                my $answer = get_answer($port, @req);
+                if ($answer eq 'reset' && $retry_reset) {
+                    $resets++;
+                    $answer = get_answer($port, @req);
+                }
+                $bad++ unless $answer eq 'ok';
                 POSIX::sigprocmask(POSIX::SIG_UNBLOCK(), $term);
             }
-            print $wr "$n $bad\n";
+            print $wr "$n $bad $resets\n";
             close $wr;
             POSIX::_exit(0);    # not the parent's END blocks
         }
@@ -140,19 +158,21 @@ sub load_start {
     return \@kids;
 }
 
-# Stops the load; returns (requests sent, requests not answered 200).
+# Stops the load; returns (requests sent, requests not answered 200,
+# requests sent again after a reset).
 sub load_stop {
     my ($kids) = @_;
-    my ($n, $bad) = (0, 0);
+    my ($n, $bad, $resets) = (0, 0, 0);
     for (@$kids) {
         my ($pid, $rd) = @$_;
         kill 'TERM', $pid;
         waitpid $pid, 0;
-        my ($kn, $kbad) = split ' ', (readline($rd) // '0 0');
+        my ($kn, $kbad, $kresets) = split ' ', (readline($rd) // '0 0 0');
         $n += $kn;
         $bad += $kbad;
+        $resets += $kresets // 0;
     }
-    return ($n, $bad);
+    return ($n, $bad, $resets);
 }
 
 # Where the threads of pid's descendants are, when gdb is there: what
