@@ -128,8 +128,12 @@ CONF
     my $fds = fd_count($parent);
 
     # ---- 20 graceful restarts under load
+    # An event child told to stop gracefully may exit holding a connection
+    # its listener queued but no worker began: httpd's own race, see
+    # t/httpd_recycle.t. Such a request (reset before any byte) is sent
+    # once more and counted.
 
-    my $load = load_start($port, 3);
+    my $load = load_start($port, 3, undef, $mpm eq 'event');
     my %seen = ($exp ? ($exp->{pid} => 1) : ());
     for my $i (1 .. 20) {
         kill 'USR1', $parent;
@@ -138,9 +142,13 @@ CONF
         $seen{ $_->{pid} } = 1 for exporters($parent);
     }
     sleep 0.5;
-    my ($n, $bad) = load_stop($load);
+    my ($n, $bad, $resets) = load_stop($load);
     ok($n > 100, "$mpm: load ran during the restarts ($n requests)");
-    is($bad, 0, "$mpm: every request during 20 graceful restarts answered 200");
+    is($bad, 0, "$mpm: every request during 20 graceful restarts answered 200"
+                . " ($resets sent again)");
+    cmp_ok($resets, '<=', $n / 100,
+           "$mpm: few connections reset by an ending child")
+        if $mpm eq 'event';
     is((() = read_file("$dir/error.log") =~ /resuming normal operations/g),
        21, "$mpm: httpd took all 20 graceful restarts");
     ok(keys %seen >= 10, "$mpm: the exporter was replaced on graceful "
