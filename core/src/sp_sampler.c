@@ -708,12 +708,37 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
 
 /* ---- per-thread timers */
 
+/*
+ * A server may end a process from a signal handler through the clean-up
+ * that stops the sampler and takes this lock (httpd's prefork: SIGTERM's
+ * just_die destroys the child's pool): taken with this thread's lock held,
+ * it would wait on itself until the parent's SIGKILL. No signal comes in
+ * while it is held. Once per thread and sampler: the cost does not count.
+ */
+static void
+sp_timers_lock(sp_sampler *s, sigset_t *held)
+{
+    sigset_t all;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, held);
+    pthread_mutex_lock(&s->timers_lock);
+}
+
+static void
+sp_timers_unlock(sp_sampler *s, const sigset_t *held)
+{
+    pthread_mutex_unlock(&s->timers_lock);
+    pthread_sigmask(SIG_SETMASK, held, NULL);
+}
+
 static void
 sp_forget_thread_timer(sp_sampler *s, pid_t tid, bool delete_it)
 {
     uint32_t i;
+    sigset_t held;
 
-    pthread_mutex_lock(&s->timers_lock);
+    sp_timers_lock(s, &held);
     for (i = 0; i < s->timer_count; i++) {
         if (s->timer_tids[i] == tid) {
             if (delete_it) {
@@ -725,7 +750,7 @@ sp_forget_thread_timer(sp_sampler *s, pid_t tid, bool delete_it)
             break;
         }
     }
-    pthread_mutex_unlock(&s->timers_lock);
+    sp_timers_unlock(s, &held);
 }
 
 /* A thread that ends leaves no timer behind. */
@@ -795,6 +820,7 @@ sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
     struct sigevent ev;
     timer_t         timer;
     clockid_t       clock;
+    sigset_t        held;
     bool            ok = false;
 
     if (t->generation == s->generation) {
@@ -807,7 +833,7 @@ sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
     ev.sigev_signo = s->o.signo;
     ev._sigev_un._tid = sp_gettid();
 
-    pthread_mutex_lock(&s->timers_lock);
+    sp_timers_lock(s, &held);
     if (s->running && s->timer_count < SP_MAX_THREADS
         && timer_create(clock, &ev, &timer) == 0)
     {
@@ -816,7 +842,7 @@ sp_thread_timer(sp_sampler *s, sp_thread_slot *t)
         s->timer_count++;
         ok = true;
     }
-    pthread_mutex_unlock(&s->timers_lock);
+    sp_timers_unlock(s, &held);
     if (!ok) {
         return false;
     }

@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
@@ -2117,6 +2119,87 @@ poll_reports_drops_at_most_once_a_minute(void **state)
     fx_close(&fx);
 }
 
+/*
+ * The sampler's own calls of timer_create come here first (the test's
+ * definition binds before libc's): the next one raises a signal, as a
+ * server's SIGTERM may come while the sampler makes a thread's timer.
+ */
+static volatile sig_atomic_t signal_in_timer_create;
+
+int
+timer_create(clockid_t clock, struct sigevent *ev, timer_t *timer)
+{
+    static int (*libc_timer_create)(clockid_t, struct sigevent *,
+                                    timer_t *);
+
+    if (libc_timer_create == NULL) {
+        *(void **)&libc_timer_create = dlsym(RTLD_NEXT, "timer_create");
+    }
+    if (signal_in_timer_create != 0) {
+        raise(signal_in_timer_create);
+        signal_in_timer_create = 0;
+    }
+    return libc_timer_create(clock, ev, timer);
+}
+
+static sp_sampler *sampler_to_end_on_signal;
+
+/* What httpd's prefork does on SIGTERM: its pool's clean-up destroys the
+ * sampler, then the process exits, from the handler. */
+static void
+end_process_like_prefork(int sig)
+{
+    (void)sig;
+    sp_sampler_destroy(sampler_to_end_on_signal);
+    _exit(42);
+}
+
+static void
+a_signal_that_stops_the_sampler_never_waits_on_its_own_thread(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 10 };
+    uint8_t    trace[16], span[8];
+    fixture    fx;
+    pid_t      pid;
+    int        status = 0, waited_ms;
+
+    (void)state;
+    memset(trace, 7, 16);
+    memset(span, 8, 8);
+    fx_open(&fx);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGTERM, end_process_like_prefork);
+        if (sp_sampler_create(&o, fx.ring, &sampler_to_end_on_signal)
+                != SP_OK
+            || sp_sampler_start(sampler_to_end_on_signal) != SP_OK)
+        {
+            _exit(1);
+        }
+        /* The thread's first selected span makes its timer. */
+        signal_in_timer_create = SIGTERM;
+        sp_sampler_enter(sampler_to_end_on_signal, trace, span);
+        _exit(2);  /* the signal did not end it */
+    }
+    for (waited_ms = 0; waited_ms < 20000; waited_ms += 10) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            break;
+        }
+        usleep(10000);
+    }
+    if (waited_ms >= 20000) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        fx_close(&fx);
+        fail_msg("the process hung in its SIGTERM handler for 20 s");
+    }
+    fx_close(&fx);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 42);
+}
+
 /* Each test with the teardown above, so that one failure stays one. */
 #define TEST(f) cmocka_unit_test_teardown(f, undo_what_a_test_left)
 
@@ -2149,6 +2232,7 @@ main(void)
         TEST(poll_republishes_objects_when_a_library_is_loaded),
         TEST(objects_told_again_before_the_next_sample_for_a_new_reader),
         TEST(poll_reports_drops_at_most_once_a_minute),
+        TEST(a_signal_that_stops_the_sampler_never_waits_on_its_own_thread),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
