@@ -49,6 +49,8 @@ typedef struct {
     ngx_flag_t        locations_differ;  /* a location's spanprof or
                                             spanprof_propagate is not the
                                             one around it */
+    ngx_flag_t        refused_redirect;  /* a server's error_page may send
+                                            a request it refused on */
 } ngx_http_spanprof_main_conf_t;
 
 
@@ -220,7 +222,7 @@ static ngx_int_t ngx_http_spanprof_post_read_phase(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_int_t ngx_http_spanprof_location(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_log(ngx_http_request_t *r);
-static ngx_http_spanprof_ctx_t *ngx_http_spanprof_log_begin(
+static ngx_http_spanprof_ctx_t *ngx_http_spanprof_begin_late(
     ngx_http_request_t *r);
 static ngx_inline ngx_table_elt_t *ngx_http_spanprof_next_header(
     ngx_list_part_t **part, ngx_uint_t *i);
@@ -550,6 +552,7 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_spanprof_loc_conf_t *prev = parent;
     ngx_http_spanprof_loc_conf_t *conf = child;
 
+    ngx_http_core_loc_conf_t       *clcf;
     ngx_http_core_srv_conf_t       *cscf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
@@ -567,11 +570,25 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
      */
     cscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module);
 
-    if (cscf->ctx->loc_conf[ngx_http_spanprof_module.ctx_index] != conf
-        && (conf->enable != prev->enable
-            || conf->propagate != prev->propagate))
-    {
-        smcf->locations_differ = 1;
+    if (cscf->ctx->loc_conf[ngx_http_spanprof_module.ctx_index] != conf) {
+        if (conf->enable != prev->enable
+            || conf->propagate != prev->propagate)
+        {
+            smcf->locations_differ = 1;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    /*
+     * A request nginx refuses while reading it never runs POST_READ; the
+     * server's error_page (nginx merged its own first) may send it on
+     * through the phases, to an upstream that must see our span.
+     */
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    if (clcf->error_pages != NULL) {
+        smcf->refused_redirect = 1;
     }
 
     return NGX_CONF_OK;
@@ -967,7 +984,7 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
     /* Where every location is as its server, the location's handler
      * would find nothing to change: one phase handler less a request
      * (~70 instructions, callgrind). */
-    if (smcf->locations_differ) {
+    if (smcf->locations_differ || smcf->refused_redirect) {
         h = ngx_array_push(&cmcf->phases[NGX_HTTP_REWRITE_PHASE].handlers);
         if (h == NULL) {
             return NGX_ERROR;
@@ -2260,9 +2277,18 @@ ngx_http_spanprof_location(ngx_http_request_t *r)
     ngx_http_spanprof_loc_conf_t   *slcf;
     ngx_http_spanprof_main_conf_t  *smcf;
 
-    ctx = ngx_http_spanprof_get_ctx(r);
-    if (ctx == NULL || r != r->main) {
+    if (r != r->main) {
         return NGX_DECLINED;
+    }
+
+    ctx = ngx_http_spanprof_get_ctx(r);
+
+    if (ctx == NULL) {
+        /* One nginx refused, sent here by error_page. */
+        ctx = ngx_http_spanprof_begin_late(r);
+        if (ctx == NULL) {
+            return NGX_DECLINED;
+        }
     }
 
     slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
@@ -2313,7 +2339,7 @@ ngx_http_spanprof_log(ngx_http_request_t *r)
     ctx = ngx_http_get_module_ctx(r, ngx_http_spanprof_module);
 
     if (ctx == NULL) {
-        ctx = ngx_http_spanprof_log_begin(r);
+        ctx = ngx_http_spanprof_begin_late(r);
         if (ctx == NULL) {
             return NGX_OK;
         }
@@ -2326,14 +2352,15 @@ ngx_http_spanprof_log(ngx_http_request_t *r)
 
 
 /*
- * The context of a main request being logged that lost it (an internal
- * redirect), or that has none: nginx refused the request before its phases
- * ran (a malformed request line or header, headers too large, a client too
- * slow to send them). A request all the same, as the access log says: its
- * span begins when the request did, with what headers nginx had read.
+ * The context of a main request that lost it (an internal redirect), or
+ * that has none: nginx refused the request before its phases ran (a
+ * malformed request line or header, headers too large, a client too slow
+ * to send them), and logs it now or sent it on with error_page. A request
+ * all the same, as the access log says: its span begins when the request
+ * did, with what headers nginx had read.
  */
 static __attribute__((noinline)) ngx_http_spanprof_ctx_t *
-ngx_http_spanprof_log_begin(ngx_http_request_t *r)
+ngx_http_spanprof_begin_late(ngx_http_request_t *r)
 {
     ngx_http_spanprof_ctx_t    *ctx;
     ngx_http_spanprof_found_t   found;

@@ -22,6 +22,7 @@ use Time::HiRes qw(sleep);
 use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start httpd_conf
                         httpd_start stop wait_until);
 use Spanprof::Receiver;
+use Spanprof::Upstream;
 use Spanprof::Cases qw(spans wait_spans raw_answer);
 
 my $why = Spanprof::Receiver::unavailable();
@@ -180,6 +181,48 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
         OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
     ok($nginx, 'nginx starts') or diag(read_file("$dir/error.log"));
     check('nginx', $dir, $recv, $port);
+    stop($nginx);
+}
+
+# A refused request that error_page sends to an upstream: the upstream
+# sees our span as its parent, as for any request, not the client's span
+# it had read before what was refused, nor the client's own headers.
+{
+    my $dir = new_dir();
+    my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $up = Spanprof::Upstream->start(dir => $dir);
+    my $up_port = $up->port;
+    my $port = nginx_conf($dir,
+        server => "        error_page 400 /refused;\n"
+                  . "        location /refused { proxy_pass "
+                  . "http://127.0.0.1:$up_port; }",
+        location => "root $dir;");
+    # With the snapshot profiler on, the selection made here is added to
+    # the baggage sent on: what the client sent would not have it.
+    my $nginx = nginx_start($dir, $port, %env,
+        SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
+        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
+    ok($nginx, 'nginx starts') or diag(read_file("$dir/error.log"));
+    my $trace = sprintf '%032x', 0x4e1000 + ++$serial;
+    my ($code) = raw_answer($port, "GET /index.html HTTP/1.1\r\n"
+        . "Host: 127.0.0.1\r\n"
+        . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n"
+        . "baggage: a=1\r\nBad Header Line\r\n\r\n")
+        =~ m{^HTTP/1\.\d (\d+)};
+    is($code, 400, 'nginx: refused, error_page to an upstream: 400');
+    my $req = $up->wait_request(1);
+    ok($req, 'nginx: refused: error_page reached the upstream');
+    my ($span) = wait_spans($recv, sub { $_[0]->{traceId} eq $trace });
+    ok($span, 'nginx: refused, sent upstream: its span arrives');
+    my @tp = @{ $req && $req->{headers}{traceparent} || [] };
+    is(scalar @tp, 1, 'nginx: refused, sent upstream: one traceparent');
+    is($tp[0] // '', "00-$trace-" . ($span ? $span->{spanId} : '?') . '-01',
+       'nginx: refused, sent upstream: the parent upstream is our span');
+    is($span && $span->{parentSpanId}, '00f067aa0ba902b7',
+       "nginx: refused, sent upstream: our span's parent is the client's");
+    is(join(',', @{ $req && $req->{headers}{baggage} || [] }),
+       'a=1,splunk.trace.snapshot.volume=off',
+       'nginx: refused, sent upstream: the baggage with the selection');
     stop($nginx);
 }
 
