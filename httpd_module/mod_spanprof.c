@@ -808,12 +808,20 @@ spanprof_child_init(apr_pool_t *pchild, server_rec *s)
 
 /* ---- requests */
 
+/* The request of the main chain a subrequest works for: the one running. */
 static request_rec *
-spanprof_initial(request_rec *r)
+spanprof_top(request_rec *r)
 {
     while (r->main != NULL) {
         r = r->main;
     }
+    return r;
+}
+
+static request_rec *
+spanprof_initial(request_rec *r)
+{
+    r = spanprof_top(r);
     while (r->prev != NULL) {
         r = r->prev;
     }
@@ -1779,8 +1787,12 @@ spanprof_fixups(request_rec *r)
      * no profiling, though post_read_request began both. A subrequest's
      * scope is not the span's (the one its initial request ends in is):
      * one off (an include of a <Location> that is off) ended the page's
-     * sampling with the rest of its work to come. */
-    if (!spanprof_enabled_here(r)) {
+     * sampling with the rest of its work to come. One that is on in a
+     * page that is off would send a backend the parent of a span never
+     * exported: it is off too. */
+    if (!spanprof_enabled_here(r)
+        || (r->main != NULL && !spanprof_enabled_here(spanprof_top(r))))
+    {
         spanprof_set_env(r, NULL);
         if (r->main == NULL) {
             spanprof_stop_sampling(sr);

@@ -7,6 +7,11 @@
 # when a subrequest's scope was off: the page's later work (here a second
 # include, proxied to a backend that waits) went unsampled. The span is
 # recorded all the same.
+# The other way round: a page in a <VirtualHost> that is off whose include
+# lands in a <Location> that is on and is proxied. The page's span is not
+# exported, so the backend must not be told it is its parent: it gets the
+# client's traceparent, as it would with spanprof off. Before, it got the
+# id of a span nobody would ever see.
 # Real apache2 (event, prefork), the independent OTLP receiver.
 
 use strict;
@@ -19,10 +24,11 @@ use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep);
 
-use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
-                        stop);
+use Spanprof::Server qw(new_dir read_file write_file free_port httpd_conf
+                        httpd_start stop);
 use Spanprof::Receiver;
-use Spanprof::Cases qw(wait_spans curl_case);
+use Spanprof::Upstream;
+use Spanprof::Cases qw(spans wait_spans curl_case);
 
 my $why = Spanprof::Receiver::unavailable();
 plan skip_all => $why if $why;
@@ -59,6 +65,9 @@ sub run_mpm {
     my ($mpm, $n) = @_;
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
+    my $up = Spanprof::Upstream->start(dir => $dir);
+    my $up_port = $up->port;
+    my $vhost = free_port();
     my $port = httpd_conf($dir, mpm => $mpm,
                           modules => [qw(include proxy proxy_http)],
                           extra => <<"EXTRA");
@@ -70,6 +79,14 @@ sub run_mpm {
     Spanprof Off
 </Location>
 ProxyPass /slow http://127.0.0.1:$back_port/slow
+Listen 127.0.0.1:$vhost
+<VirtualHost 127.0.0.1:$vhost>
+    Spanprof Off
+    <Location /on>
+        Spanprof On
+    </Location>
+    ProxyPass /on/up http://127.0.0.1:$up_port/on/up
+</VirtualHost>
 EXTRA
     mkdir "$dir/htdocs/off";
     chmod 0755, "$dir/htdocs/off";
@@ -81,6 +98,8 @@ EXTRA
                    "<!--#include virtual=\"$_->[1]\" -->\n"
                    . "<!--#include virtual=\"/slow\" -->\n");
     }
+    write_file("$dir/htdocs/page-vhost.shtml",
+               "<!--#include virtual=\"/on/up\" -->\n");
     chmod 0644, glob("$dir/htdocs/*.* $dir/htdocs/off/*");
     my $httpd = httpd_start($dir, $port,
         SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
@@ -117,6 +136,37 @@ EXTRA
                    . "second include waits ($got samples)");
         }
     }
+
+    # The vhost that is off: its page's include to the proxied <Location>
+    # that is on, then that <Location> asked directly (the control: there
+    # the backend gets our span as its parent).
+    my (%trace, %req);
+    for my $which (qw(page direct)) {
+        $trace{$which} = sprintf '%032x', 0x5ac00000 + 2 * $n
+                                          + ($which eq 'direct');
+        my (undef, $code) = curl_case(
+            url => "http://127.0.0.1:$vhost/"
+                   . ($which eq 'page' ? 'page-vhost.shtml' : 'on/up'),
+            headers => [ [ traceparent => "00-$trace{$which}"
+                                          . '-00f067aa0ba902b7-01' ] ]);
+        is($code, 200, "$mpm: off vhost, $which: 200");
+        ($req{$which}) = grep {
+            ($_->{headers}{traceparent}[0] // '') =~ /^00-$trace{$which}-/
+        } $up->requests;
+    }
+    my ($direct) = wait_spans($recv,
+                              sub { $_[0]{traceId} eq $trace{direct} });
+    is(($req{direct} && $req{direct}{headers}{traceparent}[0]) // '',
+       "00-$trace{direct}-" . ($direct ? $direct->{spanId} : '?') . '-01',
+       "$mpm: off vhost, On <Location> asked directly: the backend's "
+       . 'parent is its exported span');
+    is(($req{page} && $req{page}{headers}{traceparent}[0]) // '',
+       "00-$trace{page}-00f067aa0ba902b7-01",
+       "$mpm: off vhost, its page's include to the On <Location>: the "
+       . "backend gets the client's traceparent");
+    ok(!grep({ $_->{traceId} eq $trace{page} } spans($recv)),
+       "$mpm: off vhost, its page: no span");
+
     stop($httpd);
     my @bad = grep { /\[(?:\w+:)?(?:alert|crit|emerg)\]|exit signal/ }
               split /\n/, read_file("$dir/error.log");
