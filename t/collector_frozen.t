@@ -36,8 +36,7 @@ use Spanprof::Exporter qw(build_driver start_drive finish_drive_when
 use Spanprof::Cases qw(traced_requests arrived);
 use Spanprof::Procs qw(exporters);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $T = 1000;            # OTEL_EXPORTER_OTLP_TIMEOUT, ms
 my $SLACK = 1000;        # what the servers wait for the exporter beyond it

@@ -26,8 +26,7 @@ use Spanprof::Receiver;
 use Spanprof::Cases qw(spans);
 use Spanprof::Exporter qw(counters balanced);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 # Both profilers on, exports often, so that a few seconds make many
 # exports of each signal; counters logged often, for the test to poll.

@@ -41,8 +41,7 @@ use Spanprof::Procs qw(family);
 plan skip_all => 'needs root (a PID namespace)' if $> != 0;
 plan skip_all => 'unshare --pid does not work here'
     if system('unshare --pid --fork true >/dev/null 2>&1');
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $N = 30;
 

@@ -34,9 +34,7 @@ use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
                         gzip_location deflate_location);
 use Spanprof::Receiver qw(attribute);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $INTERVAL = 20;      # ms, the continuous interval
 

@@ -30,8 +30,7 @@ use Spanprof::Receiver qw(attribute);
 
 sub run_cmd { Spanprof::Server::run_cmd(@_) }
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 plan skip_all => 'dpkg-deb is not installed'
     if system('dpkg-deb --version >/dev/null 2>&1');
 

@@ -28,9 +28,7 @@ plan skip_all => 'not built (make build)'
     unless -x "$build/spanprof-dump" && -x "$build/spanprof-exporter"
         && -f "$build/mod_spanprof.so"
         && -f "$build/ngx_http_spanprof_module.so";
-if (my $why = Spanprof::Receiver::unavailable()) {
-    plan skip_all => $why;
-}
+Spanprof::Receiver::skip_unless_ready();
 
 my $dir = new_dir() . '/demo';
 my %port = map { $_ => free_port() }

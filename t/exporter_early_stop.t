@@ -28,9 +28,7 @@ use Spanprof::Server qw(new_dir read_file nginx_conf nginx_cmd httpd_conf
 use Spanprof::Receiver;
 use Spanprof::Cases qw(arrived);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'apache2 is not installed' unless -x '/usr/sbin/apache2';
+Spanprof::Receiver::skip_unless_ready(apache2 => 1);
 
 my $PARENT = 'e4c1a7d2b9f03816';
 my $recv = Spanprof::Receiver->start(dir => new_dir());

@@ -27,8 +27,7 @@ use Spanprof::Receiver;
 use Spanprof::Exporter qw(build_driver start_drive finish_drive_when
                           balanced);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $dir = new_dir();
 my $driver = build_driver($dir);

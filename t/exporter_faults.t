@@ -19,8 +19,7 @@ use Spanprof::Receiver;
 use Spanprof::Exporter qw(build_driver start_drive finish_drive_when
                           counters check_end failed_with);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $dir = new_dir();
 my $driver = build_driver($dir);

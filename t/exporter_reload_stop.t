@@ -45,9 +45,7 @@ use Spanprof::Receiver;
 use Spanprof::Cases qw(arrived);
 use Spanprof::Exporter qw(build_driver run_drive);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'apache2 is not installed' unless -x '/usr/sbin/apache2';
+Spanprof::Receiver::skip_unless_ready(apache2 => 1);
 
 my $PARENT = '00f067aa0ba902b7';
 

@@ -32,10 +32,7 @@ use Spanprof::Cases qw(spans raw_answer h2_requests);
 use Spanprof::HeaderMatrix qw(check_samples_in_spans);
 use Spanprof::Procs qw(family thread_stacks);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-my $mods = '/usr/lib/apache2/modules';
-plan skip_all => "no mod_http2 in $mods" unless -r "$mods/mod_http2.so";
+Spanprof::Receiver::skip_unless_ready(apache_modules => ['http2']);
 
 my $PARENT = 'b7ad6b7169203331';
 my $VOLUME = 'splunk.trace.snapshot.volume';

@@ -21,8 +21,7 @@ use Spanprof::Receiver;
 use Spanprof::Upstream;
 use Spanprof::Cases qw(spans wait_spans raw_answer);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 # The raw answer to "GET $path\r\n".
 sub get09 {

@@ -21,9 +21,7 @@ use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Cases qw(spans);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $N = 12;
 my $dir = new_dir();

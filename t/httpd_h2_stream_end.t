@@ -25,10 +25,7 @@ use Spanprof::Receiver;
 use Spanprof::Cases qw(spans wait_spans h2_requests);
 use Spanprof::Procs qw(family);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-my $mods = '/usr/lib/apache2/modules';
-plan skip_all => "no mod_http2 in $mods" unless -r "$mods/mod_http2.so";
+Spanprof::Receiver::skip_unless_ready(apache_modules => ['http2']);
 
 my $CONNECTIONS = 24;
 my $ROUNDS = 4;

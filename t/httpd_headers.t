@@ -23,13 +23,10 @@ use Spanprof::HeaderMatrix qw(run_matrix check_samples_in_spans);
 use Spanprof::Cases qw(spans wait_spans);
 use Time::HiRes qw(sleep);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1, apache_modules => ['http2']);
 
 my $PROBABILITY = 0.1;    # the highest SPEC 1 allows
 my $mods = '/usr/lib/apache2/modules';
-plan skip_all => "no mod_http2 in $mods" unless -r "$mods/mod_http2.so";
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

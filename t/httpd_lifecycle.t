@@ -35,9 +35,7 @@ use Spanprof::Procs qw(processes family exporters shm_of fd_count
                        load_start load_stop);
 use Spanprof::Cases qw(arrived traced_requests);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $PARENT = 'b7ad6b7169203331';
 

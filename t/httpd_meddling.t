@@ -31,8 +31,7 @@ use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
 use Spanprof::Cases qw(wait_spans raw_answer keepalive_answers);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 plan skip_all => 'apxs is not installed' if system('apxs -q CC >/dev/null 2>&1');
 
 my $dir = new_dir();

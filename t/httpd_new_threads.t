@@ -26,10 +26,7 @@ use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family get_ok thread_stacks);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-my $mods = '/usr/lib/apache2/modules';
-plan skip_all => "no mod_http2 in $mods" unless -r "$mods/mod_http2.so";
+Spanprof::Receiver::skip_unless_ready(apache_modules => ['http2']);
 
 my $SERVERS = 3;
 # One malloc arena for every thread, no per-thread cache, and the 64 and

@@ -23,8 +23,7 @@ use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Procs qw(family);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my ($UNSELECTED, $SELECTED) = (280, 20);
 my $ALL = $UNSELECTED + $SELECTED;

@@ -32,9 +32,7 @@ use Spanprof::Cases qw(curl_case log_case upstream_case spans wait_spans);
 use Spanprof::HeaderMatrix qw(selected_by_id volume_of $IN_TRACE $IN_PARENT
                                $VOLUME);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $PROBABILITY = 0.1;
 my $TP_RE = qr/^00-([0-9a-f]{32})-([0-9a-f]{16})-(0[01])$/;

@@ -24,11 +24,7 @@ use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
 use Spanprof::Cases qw(curl_case upstream_case wait_spans);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
-my $mods = '/usr/lib/apache2/modules';
-plan skip_all => "no mod_status in $mods" unless -r "$mods/mod_status.so";
+Spanprof::Receiver::skip_unless_ready(curl => 1, apache_modules => ['status']);
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

@@ -27,9 +27,7 @@ use Spanprof::Server qw(new_dir read_file write_file free_port httpd_conf
 use Spanprof::Receiver;
 use Spanprof::Cases qw(spans wait_spans raw_answer);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

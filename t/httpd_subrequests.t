@@ -30,11 +30,7 @@ use Spanprof::Receiver;
 use Spanprof::Upstream;
 use Spanprof::Cases qw(spans wait_spans curl_case);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
-my $mods = '/usr/lib/apache2/modules';
-plan skip_all => "no mod_include in $mods" unless -r "$mods/mod_include.so";
+Spanprof::Receiver::skip_unless_ready(curl => 1, apache_modules => ['include']);
 
 my $WAIT = 2;           # s, the backend's wait
 my $INTERVAL = 10;      # ms

@@ -19,9 +19,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(new_dir read_file httpd_conf httpd_start stop);
 use Spanprof::Receiver;
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'apache2 is not installed' unless -x '/usr/sbin/apache2';
+Spanprof::Receiver::skip_unless_ready(apache2 => 1);
 plan skip_all => 'ab is not installed' unless -x '/usr/bin/ab';
 
 my $REQUESTS = 40000;

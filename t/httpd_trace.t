@@ -18,9 +18,7 @@ use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $IN_TRACE = '0af7651916cd43dd8448eb211c80319c';
 my $IN_PARENT = 'b7ad6b7169203331';

@@ -30,8 +30,7 @@ use Spanprof::Server qw(new_dir read_file write_file httpd_conf httpd_start
 use Spanprof::Receiver;
 use Spanprof::Cases qw(wait_spans);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

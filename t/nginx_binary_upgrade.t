@@ -30,8 +30,7 @@ use Spanprof::Receiver;
 use Spanprof::Cases qw(wait_spans);
 use Spanprof::Procs qw(processes family shm_of);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

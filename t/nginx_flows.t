@@ -35,9 +35,7 @@ use Spanprof::Upstream;
 use Spanprof::Cases qw(curl_case log_case upstream_case spans wait_spans
                        raw_answer);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $PARENT = 'b7ad6b7169203331';
 my $OWN = '00-11111111111111111111111111111111-2222222222222222-01';

@@ -25,8 +25,7 @@ use Spanprof::Receiver;
 use Spanprof::Cases qw(wait_spans);
 use Spanprof::Procs qw(exporters);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $SLOW = 2;    # seconds the upstream takes to answer
 

@@ -22,9 +22,7 @@ use Spanprof::Receiver;
 use Spanprof::Upstream;
 use Spanprof::HeaderMatrix qw(run_matrix check_samples_in_spans);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $PROBABILITY = 0.1;    # the highest SPEC 1 allows
 

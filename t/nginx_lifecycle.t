@@ -24,8 +24,7 @@ use Spanprof::Receiver;
 use Spanprof::Procs qw(processes family exporters shm_of fd_count get_ok
                        load_start load_stop);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

@@ -24,8 +24,7 @@ use Spanprof::Receiver;
 use Spanprof::Procs qw(exporters get_ok);
 use Spanprof::Cases qw(arrived);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

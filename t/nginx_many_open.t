@@ -24,8 +24,7 @@ use Spanprof::Server qw(new_dir read_file text_file nginx_conf nginx_start
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Procs qw(family);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $OPEN = 300;
 

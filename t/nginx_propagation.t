@@ -28,9 +28,7 @@ use Spanprof::Receiver qw(attribute);
 use Spanprof::Upstream;
 use Spanprof::Cases qw(curl_case log_case upstream_case spans wait_spans);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $PARENT = 'b7ad6b7169203331';
 my $TP_RE = qr/^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/;

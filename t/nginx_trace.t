@@ -19,9 +19,7 @@ use Spanprof::Server qw(top_dir new_dir write_file read_file free_port
                         gzip_location);
 use Spanprof::Receiver qw(attribute);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);

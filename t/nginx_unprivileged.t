@@ -30,8 +30,7 @@ use Spanprof::Procs qw(family);
 
 plan skip_all => 'needs root (starts nginx as nobody)' if $> != 0;
 plan skip_all => 'needs setpriv' if system('setpriv --version >/dev/null 2>&1');
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 my $nobody = getpwnam('nobody');
 my $nogroup = getgrnam('nogroup') // getgrnam('nobody');

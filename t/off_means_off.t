@@ -20,9 +20,7 @@ use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop nginx_conf
                         gzip_location);
 use Spanprof::Receiver;
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 use constant SIGPROF => 27;
 

@@ -29,10 +29,7 @@ use Spanprof::Server qw(new_dir read_file nginx_conf nginx_test nginx_start
 use Spanprof::Receiver;
 use Spanprof::Cases qw(spans);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'openssl is not installed'
-    if system('openssl version >/dev/null 2>&1');
+Spanprof::Receiver::skip_unless_ready(openssl => 1);
 
 my $dir = new_dir();
 for my $name (qw(collector other)) {

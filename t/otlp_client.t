@@ -22,8 +22,7 @@ use Time::HiRes qw(sleep time);
 use Spanprof::Server qw(top_dir new_dir free_port read_file write_file);
 use Spanprof::Receiver qw(attribute);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
+Spanprof::Receiver::skip_unless_ready();
 
 # The harness's own settings must not leak into the driver's.
 delete $ENV{$_} for grep { /^(OTEL_|SPLUNK_)/ } keys %ENV;

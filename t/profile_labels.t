@@ -32,9 +32,7 @@ use Spanprof::Server qw(new_dir read_file write_file spawn wait_for_port
                         stop nginx_conf nginx_cmd gzip_location);
 use Spanprof::Receiver qw(attribute);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 my $go = `sh -c 'command -v go' 2>/dev/null`;
 chomp $go;
 

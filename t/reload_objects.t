@@ -33,9 +33,7 @@ use Spanprof::Server qw(new_dir read_file nginx_conf nginx_start httpd_conf
 use Spanprof::Receiver qw(attribute);
 use Spanprof::Procs qw(family);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 # Continuous samples as { pid, frames }, from the profiles received.
 sub samples {

@@ -24,9 +24,7 @@ use Spanprof::Server qw(new_dir read_file spawn wait_for_port stop
                         nginx_conf nginx_cmd free_port gzip_location);
 use Spanprof::Receiver qw(attribute);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1);
 
 my $WAIT = 1;           # s the upstream waits before it answers
 my $INTERVAL = 10;      # ms, the snapshot sampling interval

@@ -19,11 +19,7 @@ use Spanprof::Server qw(new_dir read_file free_port nginx_conf nginx_start
 use Spanprof::Receiver;
 use Spanprof::Cases qw(curl_case wait_spans);
 
-my $why = Spanprof::Receiver::unavailable();
-plan skip_all => $why if $why;
-plan skip_all => 'curl is not installed' if system('curl --version >/dev/null');
-plan skip_all => 'openssl is not installed'
-    if system('openssl version >/dev/null');
+Spanprof::Receiver::skip_unless_ready(curl => 1, openssl => 1);
 
 sub certificate {
     my ($dir) = @_;

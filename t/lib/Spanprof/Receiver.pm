@@ -32,6 +32,31 @@ sub unavailable {
     return undef;
 }
 
+# skip_unless_ready(curl => 1, openssl => 1, apache2 => 1,
+#                   apache_modules => ['http2', ...]): plan skip_all, with
+# the reason of the first thing missing, unless the receiver and what is
+# named can run. Most tests opened with the same lines of these checks;
+# one place keeps their order and their reasons alike. Checks a test
+# alone makes stay in that test.
+sub skip_unless_ready {
+    my (%need) = @_;
+    my $mods = '/usr/lib/apache2/modules';
+    # Loaded here, not at the top: the bench scripts use this module too.
+    my $skip = sub { require Test::More; Test::More::plan(skip_all => $_[0]) };
+    my $why = unavailable();
+
+    $skip->($why) if $why;
+    $skip->('curl is not installed')
+        if $need{curl} && system('curl --version >/dev/null');
+    $skip->('openssl is not installed')
+        if $need{openssl} && system('openssl version >/dev/null 2>&1');
+    $skip->('apache2 is not installed')
+        if $need{apache2} && !-x '/usr/sbin/apache2';
+    for (@{ $need{apache_modules} // [] }) {
+        $skip->("no mod_$_ in $mods") unless -r "$mods/mod_$_.so";
+    }
+}
+
 # A self-signed certificate for localhost, for tls => [...]: returns
 # ($cert_pem, $key_pem) in $dir, readable by the servers' workers, or ()
 # when openssl is missing or fails.
