@@ -2376,6 +2376,26 @@ ngx_http_spanprof_begin_late(ngx_http_request_t *r)
         if (ctx != NULL) {
             ctx->entry.start_ns = (uint64_t) r->start_sec * 1000000000
                                   + (uint64_t) r->start_msec * 1000000;
+
+            /*
+             * error_page made it a GET: the method it came with begins
+             * its request line, where nginx read that whole (HTTP/2 makes
+             * one of the pseudo-headers); none, as for a request nginx
+             * only logs, where it did not (too long, malformed).
+             */
+            ngx_str_null(&ctx->method);
+
+            if (r->request_end != NULL
+                || r->http_version >= NGX_HTTP_VERSION_20)
+            {
+                ctx->method.data = r->request_line.data;
+
+                while (ctx->method.len < r->request_line.len
+                       && r->request_line.data[ctx->method.len] != ' ')
+                {
+                    ctx->method.len++;
+                }
+            }
         }
     }
 

@@ -185,7 +185,9 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
 
 # A refused request that error_page sends to an upstream: the upstream
 # sees our span as its parent, as for any request, not the client's span
-# it had read before what was refused, nor the client's own headers.
+# it had read before what was refused, nor the client's own headers. The
+# span has the method the request came with, not the GET error_page made
+# it, and none where nginx could not read one.
 {
     my $dir = new_dir();
     my $recv = Spanprof::Receiver->start(dir => $dir);
@@ -203,7 +205,7 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
         OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port);
     ok($nginx, 'nginx starts') or diag(read_file("$dir/error.log"));
     my $trace = sprintf '%032x', 0x4e1000 + ++$serial;
-    my ($code) = raw_answer($port, "GET /index.html HTTP/1.1\r\n"
+    my ($code) = raw_answer($port, "POST /index.html HTTP/1.1\r\n"
         . "Host: 127.0.0.1\r\n"
         . "traceparent: 00-$trace-00f067aa0ba902b7-01\r\n"
         . "baggage: a=1\r\nBad Header Line\r\n\r\n")
@@ -222,6 +224,21 @@ my %env = (OTEL_BSP_SCHEDULE_DELAY => '100');
     is(join(',', @{ $req && $req->{headers}{baggage} || [] }),
        'a=1,splunk.trace.snapshot.volume=off',
        'nginx: refused, sent upstream: the baggage with the selection');
+    is(attr($span, 'http.request.method'), 'POST',
+       'nginx: refused, sent upstream: the method it came with');
+    is($span && $span->{name}, 'POST /refused',
+       'nginx: refused, sent upstream: named by it and the location');
+
+    my %seen = map { $_->{spanId} => 1 } spans($recv);
+    ($code) = raw_answer($port, "G\x01T / HTTP/1.1\r\nHost: x\r\n\r\n")
+        =~ m{^HTTP/1\.\d (\d+)};
+    is($code, 400, 'nginx: a malformed request line, error_page: 400');
+    ok($up->wait_request(2), 'nginx: malformed, error_page: sent upstream');
+    my ($bad) = wait_spans($recv, sub { !$seen{ $_[0]->{spanId} } });
+    is(attr($bad, 'http.request.method'), '_OTHER',
+       'nginx: malformed, sent upstream: no method could be read');
+    is($bad && $bad->{name}, 'HTTP /refused',
+       'nginx: malformed, sent upstream: named HTTP and the location');
     stop($nginx);
 }
 
