@@ -2380,13 +2380,19 @@ ngx_http_spanprof_begin_late(ngx_http_request_t *r)
             /*
              * error_page made it a GET: the method it came with begins
              * its request line, where nginx read that whole (HTTP/2 makes
-             * one of the pseudo-headers); none, as for a request nginx
-             * only logs, where it did not (too long, malformed).
+             * one of the pseudo-headers, and refuses some before: then
+             * :method as read); none, as for a request nginx only logs,
+             * where it did not (too long, malformed).
              */
             ngx_str_null(&ctx->method);
 
-            if (r->request_end != NULL
-                || r->http_version >= NGX_HTTP_VERSION_20)
+            if (r->http_version >= NGX_HTTP_VERSION_20
+                && r->request_line.len == 0)
+            {
+                ctx->method = r->method_name;
+
+            } else if (r->request_end != NULL
+                       || r->http_version >= NGX_HTTP_VERSION_20)
             {
                 ctx->method.data = r->request_line.data;
 
