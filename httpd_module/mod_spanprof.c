@@ -1614,6 +1614,34 @@ spanprof_suspend_connection(conn_rec *c, request_rec *r)
     sp_sampler_leave(spanprof_sampler);
 }
 
+/*
+ * This thread samples for sr's span, if it is to be sampled: as the
+ * request begins, and again where a scope that was off before its final
+ * one (an internal redirect's) stopped it. A recorded request that is not
+ * profiled: its thread's continuous samples carry its ids too (SPEC 4),
+ * until it ends.
+ */
+static APR_INLINE __attribute__((always_inline)) void
+spanprof_start_sampling(spanprof_request *sr)
+{
+    if ((sr->entry.selection.profiled
+            || (spanprof_continuous && sr->entry.recorded))
+        && sp_sampler_span_open(spanprof_sampler, sr->entry.ctx.span_id)
+           == SP_OK)
+    {
+        sr->thread = apr_os_thread_current();
+        sr->sampling = 1;
+        if (sr->entry.selection.profiled) {
+            sp_sampler_enter(spanprof_sampler, sr->entry.ctx.trace_id,
+                             sr->entry.ctx.span_id);
+        } else {
+            sp_sampler_enter_unselected(spanprof_sampler,
+                                        sr->entry.ctx.trace_id,
+                                        sr->entry.ctx.span_id);
+        }
+    }
+}
+
 static int
 spanprof_post_read_request(request_rec *r)
 {
@@ -1672,24 +1700,7 @@ spanprof_post_read_request(request_rec *r)
     /* This thread may still carry a span whose request is not logged yet
      * (its last bucket waits for write completion): none of that one's. */
     sp_sampler_leave(spanprof_sampler);
-    /* A recorded request that is not profiled: its thread's continuous
-     * samples carry its ids too (SPEC 4), until it ends. */
-    if ((sr->entry.selection.profiled
-            || (spanprof_continuous && sr->entry.recorded))
-        && sp_sampler_span_open(spanprof_sampler, sr->entry.ctx.span_id)
-           == SP_OK)
-    {
-        sr->thread = apr_os_thread_current();
-        sr->sampling = 1;
-        if (sr->entry.selection.profiled) {
-            sp_sampler_enter(spanprof_sampler, sr->entry.ctx.trace_id,
-                             sr->entry.ctx.span_id);
-        } else {
-            sp_sampler_enter_unselected(spanprof_sampler,
-                                        sr->entry.ctx.trace_id,
-                                        sr->entry.ctx.span_id);
-        }
-    }
+    spanprof_start_sampling(sr);
     return DECLINED;
 }
 
@@ -1823,6 +1834,13 @@ spanprof_fixups(request_rec *r)
     sr->injected = spanprof_policy.propagators != 0;
     if (r->prev != NULL) {
         spanprof_set_env(r, sr);
+        /* The final scope decides, and a request before this one in its
+         * chain, in a scope that is off (a vhost's whose ErrorDocument is
+         * on), stopped the sampling: a selected span, exported, had none
+         * of the time its ErrorDocument waited for a backend. */
+        if (!sr->sampling && r->main == NULL && spanprof_sampler != NULL) {
+            spanprof_start_sampling(sr);
+        }
     }
     return DECLINED;
 }

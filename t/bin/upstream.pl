@@ -8,7 +8,8 @@
 # FastCGI and uwsgi carry headers as HTTP_* variables; they are turned back
 # into header names (HTTP_TRACE_PARENT -> trace-parent); AJP13 (mod_proxy_ajp)
 # names the common ones by code. The answer is 200
-# with the body "upstream PROTO"; a URI with "/slow" in it waits 3 s first,
+# with the body "upstream PROTO" (HTTP: the status N for a URI with
+# "/statusN" in it); a URI with "/slow" in it waits 3 s first,
 # "/slowN" N s (a client can give up meanwhile). An HTTP request with an
 # Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
 # back until the other side closes. One connection at a time is enough for
@@ -110,7 +111,8 @@ sub serve_http {
         return;
     }
     my $body = "upstream http\n";
-    print $c "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+    my $status = $uri =~ m{/status(\d{3})} ? $1 : 200;
+    print $c "HTTP/1.1 $status Status\r\nContent-Type: text/plain\r\n"
            . "Content-Length: " . length($body) . "\r\n"
            . "Connection: close\r\n\r\n$body";
 }
