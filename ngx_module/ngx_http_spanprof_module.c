@@ -217,6 +217,8 @@ static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
 static ngx_inline ngx_http_spanprof_ctx_t *ngx_http_spanprof_begin(
     ngx_http_request_t *r, ngx_http_spanprof_main_conf_t *smcf,
     ngx_http_spanprof_loc_conf_t *slcf, ngx_http_spanprof_found_t *found);
+static ngx_inline void ngx_http_spanprof_sample(
+    ngx_http_spanprof_ctx_t *ctx);
 static ngx_int_t ngx_http_spanprof_post_read(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_post_read_phase(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
@@ -1924,7 +1926,6 @@ ngx_http_spanprof_begin(ngx_http_request_t *r,
 static ngx_inline __attribute__((always_inline)) void
 ngx_http_spanprof_start(ngx_http_request_t *r)
 {
-    ngx_uint_t                      watching;
     ngx_http_spanprof_ctx_t        *ctx;
     ngx_http_spanprof_found_t       found;
     ngx_http_spanprof_loc_conf_t   *slcf;
@@ -1959,15 +1960,24 @@ ngx_http_spanprof_start(ngx_http_request_t *r)
         (void) ngx_http_spanprof_inject(r, ctx, smcf->mask, &found);
     }
 
-    /*
-     * From here this request's work is sampled, by the checkers of its
-     * phases. When they were ours already, this runs inside one, which
-     * ends the sampling when it returns; when they were nginx's, nothing
-     * would: then the next phase's checker, ours now, starts it. With
-     * continuous profiling, every recorded request is watched: a sample
-     * taken while the worker works for it carries its ids (SPEC 4), not
-     * only one of a profiled request.
-     */
+    ngx_http_spanprof_sample(ctx);
+}
+
+
+/*
+ * From here a request's work is sampled, by the checkers of its phases.
+ * When they were ours already, this runs inside one, which ends the
+ * sampling when it returns; when they were nginx's, nothing would: then
+ * the next phase's checker, ours now, starts it. With continuous
+ * profiling, every recorded request is watched: a sample taken while the
+ * worker works for it carries its ids (SPEC 4), not only one of a
+ * profiled request.
+ */
+static ngx_inline __attribute__((always_inline)) void
+ngx_http_spanprof_sample(ngx_http_spanprof_ctx_t *ctx)
+{
+    ngx_uint_t  watching;
+
     if ((ctx->entry.selection.profiled
          || (ngx_http_spanprof_continuous && ctx->entry.recorded))
         && ngx_http_spanprof_sampler != NULL
@@ -2284,11 +2294,18 @@ ngx_http_spanprof_location(ngx_http_request_t *r)
     ctx = ngx_http_spanprof_get_ctx(r);
 
     if (ctx == NULL) {
-        /* One nginx refused, sent here by error_page. */
+        /*
+         * One nginx refused, sent here by error_page: its work from here
+         * on (an upstream's answer, gzip) is sampled as that of a request
+         * begun in POST_READ; its selection, which the baggage tells the
+         * upstream, had no samples.
+         */
         ctx = ngx_http_spanprof_begin_late(r);
         if (ctx == NULL) {
             return NGX_DECLINED;
         }
+
+        ngx_http_spanprof_sample(ctx);
     }
 
     slcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
