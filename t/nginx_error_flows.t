@@ -9,9 +9,10 @@
 # in the location the request ends in: no span, the client's headers as
 # sent; off only where it was refused: traced as any other. Flows: deny,
 # limit_req, client_max_body_size (a length, a chunked body), return 404,
-# auth_request 401/403, a bad chunk, each to a proxied and to a named
-# location; try_files; recursive_error_pages chains through locations
-# on and off; HTTP/1.1 and HTTP/2; requests nginx refused while reading
+# auth_request 401/403, each to a proxied and to a named location; a bad
+# chunk, an upstream down (502), try_files, to a named location;
+# recursive_error_pages chains through locations on and off; HTTP/1.1
+# and HTTP/2; requests nginx refused while reading
 # them (bad header line, headers too large). A refused request that the
 # client's baggage selects and error_page sends to work is sampled (it
 # had no samples). Real nginx, a recording upstream, the module's
@@ -41,7 +42,7 @@ my $dir = new_dir();
 my $recv = Spanprof::Receiver->start(dir => $dir);
 my $up = Spanprof::Upstream->start(dir => $dir);
 my $at = '127.0.0.1:' . $up->port;
-my ($offport, $h2, $bigport) = (free_port(), free_port(), free_port());
+my ($offport, $h2, $bigport, $dead) = map { free_port() } 1 .. 4;
 my $big = gzip_location($dir, lines => 60000);
 
 my $port = nginx_conf($dir,
@@ -151,6 +152,10 @@ HTTP
             error_page 404 /onhop;
         }
         location /onhop { deny all; error_page 403 /offup/end; }
+        location /dead {
+            proxy_pass http://127.0.0.1:$dead;
+            error_page 502 = \@up;
+        }
         location /chunked { proxy_pass http://$at; }
         location /quietup { spanprof_propagate off; proxy_pass http://$at; }
 SERVER
@@ -303,6 +308,8 @@ for my $method (qw(GET POST)) {
            '/a403/x', '@up', 200);
     traced('try_files to a named location', $method, '/tried/x', '@up',
            200);
+    traced('an upstream down (502), error_page to a named location',
+           $method, '/dead/x', '@up', 200);
     traced('recursive_error_pages: 404, then 403, to a proxy', $method,
            '/chain/x', '/up', 403);
     traced('off where denied, error_page to a proxy', $method,
