@@ -1742,8 +1742,11 @@ spanprof_stream_end_filter(ap_filter_t *f, apr_bucket_brigade *bb)
          b = APR_BUCKET_NEXT(b))
     {
         if (AP_BUCKET_IS_EOR(b)) {
-            sr->end_ns = sp_realtime_ns();
+            /* Sampling stops before the end is read, as in the log hook:
+             * a thread preempted between the two took a sample, named
+             * the span, as it ran again, after that end. */
             spanprof_stop_sampling(sr);
+            sr->end_ns = sp_realtime_ns();
             break;
         }
     }
