@@ -28,6 +28,10 @@
 # life out of the figure: the exporter's gRPC channel is made, and the
 # libraries it needs bound, at its first export. BENCH_WARMUP=0 counts
 # that in, over the N requests.
+#
+# BENCH_NGINX_SERVER: more lines for nginx's server block, as a
+# configuration to compare would have them (`error_page 404 /404.html;`
+# makes the module run its REWRITE handler for every request).
 
 use strict;
 use warnings;
@@ -88,6 +92,7 @@ sub nginx_server {
     bench_files("$dir/www");
     my $off = $mode eq 'off' ? 'spanprof off;' : '';
     my ($http, $srv) = bench_nginx_server("$dir/www", $up, 16);
+    $srv .= "\n        $ENV{BENCH_NGINX_SERVER}" if $ENV{BENCH_NGINX_SERVER};
     nginx_conf($dir, port => $port, module => $mode ne 'bare',
                log_level => 'warn', connections => 1024, location => '',
                http => "    $off\n$http", server => $srv);
