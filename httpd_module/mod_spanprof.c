@@ -465,6 +465,28 @@ spanprof_shm(server_rec *s)
     return shm->base != NULL ? shm : NULL;
 }
 
+/*
+ * A restart that turns spanprof off for the whole server: no child of this
+ * generation and no exporter uses the shared memory, so the parent lets
+ * it go (every page its rings were written to) rather than hold it until
+ * it stops. Children and the exporter of the old generation keep their own
+ * mappings of it until they end; a restart that turns spanprof on again
+ * creates a new one (the record, a few bytes of the process pool, stays).
+ */
+static void
+spanprof_shm_release(server_rec *s)
+{
+    apr_pool_t  *pp = s->process->pool;
+    sp_shm      *shm = NULL;
+
+    apr_pool_userdata_get((void **) &shm, SPANPROF_SHM_KEY, pp);
+    if (shm == NULL) {
+        return;
+    }
+    sp_shm_close(shm);
+    apr_pool_userdata_set(NULL, SPANPROF_SHM_KEY, apr_pool_cleanup_null, pp);
+}
+
 static void spanprof_exporter_event(int reason, void *data, int status);
 
 /* Every exporter not yet reaped, of any generation (the list's head). */
@@ -2129,9 +2151,11 @@ spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     sp_config_describe(spanprof_main_conf(s)->config, line, len);
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "%s", line);
 
-    if (!sp_config_flag(spanprof_main_conf(s)->config, SP_SETTING_ENABLED)
-        || spanprof_shm(s) == NULL)
-    {
+    if (!sp_config_flag(spanprof_main_conf(s)->config, SP_SETTING_ENABLED)) {
+        spanprof_shm_release(s);
+        return OK;
+    }
+    if (spanprof_shm(s) == NULL) {
         return OK;
     }
     spanprof_start_exporter(pconf, s);

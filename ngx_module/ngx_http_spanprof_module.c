@@ -729,6 +729,27 @@ ngx_http_spanprof_warn(void *ctx, const char *message)
 }
 
 
+/*
+ * A reload that turns spanprof off for the whole server: this cycle's
+ * workers and no exporter use the shared memory, so the master lets it
+ * go (every page its rings were written to) rather than hold it until
+ * it exits. Workers and the exporter of the old cycle keep their own
+ * mappings of it until they end; a reload that turns spanprof on again
+ * creates a new one. Only with the cycle committed: init_module runs
+ * after nothing can fail back to the old one.
+ */
+static void
+ngx_http_spanprof_shm_release(void)
+{
+    if (ngx_test_config || ngx_http_spanprof_shm.base == NULL) {
+        return;
+    }
+
+    sp_shm_close(&ngx_http_spanprof_shm);
+    ngx_http_spanprof_slots = 0;
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
 {
@@ -744,6 +765,7 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
                                                ngx_http_spanprof_module);
 
     if (smcf == NULL) {
+        ngx_http_spanprof_shm_release();
         return NGX_OK;
     }
 
@@ -771,6 +793,10 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
 
     if (ngx_test_config) {
         return NGX_OK;
+    }
+
+    if (!smcf->enabled) {
+        ngx_http_spanprof_shm_release();
     }
 
     /*
