@@ -218,14 +218,25 @@ sub upstream_headers {
 
 sub attr { attribute($_[0]{attributes}, $_[1]) // '' }
 
+# The request (method, path and request's options) made and its access
+# log line read: ("what (METHOD)", case, trace, the code answered, the
+# line, undef when none came).
+sub logged {
+    my ($what, $method, $path, %o) = @_;
+    my ($case, $trace, $code) = request($method, $path, %o);
+    $what = "$what ($method)";
+    my $l = log_line($case);
+    ok($l, "$what: logged");
+    return ($what, $case, $trace, $code, $l);
+}
+
 # A request traced and sent upstream.
 my @traced;
 sub traced {
     my ($what, $method, $path, $route, $status, %o) = @_;
-    my ($case, $trace, $code) = request($method, $path, %o);
-    $what = "$what ($method)";
-    my $l = log_line($case);
-    ok($l, "$what: logged") or return;
+    my ($case, $trace, $code, $l);
+    ($what, $case, $trace, $code, $l) = logged($what, $method, $path, %o);
+    $l or return;
     is($code, $l->{status}, "$what: answered with the status logged");
     is($l->{status}, $status, "$what: status $status");
     is($l->{trace_id}, $trace, "$what: continues the client's trace");
@@ -254,10 +265,9 @@ sub traced {
 # client's headers upstream.
 sub quiet {
     my ($what, $method, $path, $route, $status, %o) = @_;
-    my ($case, $trace, $code) = request($method, $path, %o);
-    $what = "$what ($method)";
-    my $l = log_line($case);
-    ok($l, "$what: logged") or return;
+    my ($case, $trace, $code, $l);
+    ($what, $case, $trace, $code, $l) = logged($what, $method, $path, %o);
+    $l or return;
     is($l->{status}, $status, "$what: status $status");
     is_deeply(upstream_headers($case),
               { traceparent => "00-$trace-$PARENT-01#1",
@@ -273,10 +283,9 @@ sub quiet {
 my @off;
 sub untraced {
     my ($what, $method, $path, %o) = @_;
-    my ($case, $trace, $code) = request($method, $path, %o);
-    $what = "$what ($method)";
-    my $l = log_line($case);
-    ok($l, "$what: logged") or return;
+    my ($case, $trace, $code, $l);
+    ($what, $case, $trace, $code, $l) = logged($what, $method, $path, %o);
+    $l or return;
     is_deeply([ @$l{qw(trace_id span_id baggage)} ], [ '-', '-', '-' ],
               "$what: variables empty");
     is_deeply(upstream_headers($case),
