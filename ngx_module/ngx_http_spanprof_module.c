@@ -2405,6 +2405,7 @@ ngx_http_spanprof_log(ngx_http_request_t *r)
 static __attribute__((noinline)) ngx_http_spanprof_ctx_t *
 ngx_http_spanprof_begin_late(ngx_http_request_t *r)
 {
+    u_char                     *space;
     ngx_http_spanprof_ctx_t    *ctx;
     ngx_http_spanprof_found_t   found;
 
@@ -2438,12 +2439,12 @@ ngx_http_spanprof_begin_late(ngx_http_request_t *r)
                        || r->http_version >= NGX_HTTP_VERSION_20)
             {
                 ctx->method.data = r->request_line.data;
-
-                while (ctx->method.len < r->request_line.len
-                       && r->request_line.data[ctx->method.len] != ' ')
-                {
-                    ctx->method.len++;
-                }
+                space = ngx_strlchr(r->request_line.data,
+                                    r->request_line.data
+                                    + r->request_line.len, ' ');
+                ctx->method.len = space != NULL
+                                  ? (size_t) (space - r->request_line.data)
+                                  : r->request_line.len;
             }
         }
     }
