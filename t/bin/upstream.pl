@@ -9,7 +9,9 @@
 # into header names (HTTP_TRACE_PARENT -> trace-parent); AJP13 (mod_proxy_ajp)
 # names the common ones by code. The answer is 200
 # with the body "upstream PROTO" (HTTP: the status N for a URI with
-# "/statusN" in it); a URI with "/slow" in it waits 3 s first,
+# "/statusN" in it; for one with "/sizeN", N bytes of numbered text lines,
+# and a "Range: bytes=A-B" gets 206 with those bytes, as the slice module
+# asks); a URI with "/slow" in it waits 3 s first,
 # "/slowN" N s (a client can give up meanwhile). An HTTP request with an
 # Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
 # back until the other side closes. One connection at a time is enough for
@@ -112,9 +114,32 @@ sub serve_http {
     }
     my $body = "upstream http\n";
     my $status = $uri =~ m{/status(\d{3})} ? $1 : 200;
+    my $range = '';
+    if ($uri =~ m{/size(\d+)}) {
+        my $size = $1;
+        $body = sized_body($size);
+        my $want = $headers{range} ? $headers{range}[0] : '';
+        if ($want =~ /^bytes=(\d+)-(\d*)$/ && $1 < $size) {
+            my ($from, $to) = ($1, $2 eq '' || $2 >= $size ? $size - 1 : $2);
+            $body = substr $body, $from, $to - $from + 1;
+            $status = 206;
+            $range = "Content-Range: bytes $from-$to/$size\r\n";
+        }
+    }
     print $c "HTTP/1.1 $status Status\r\nContent-Type: text/plain\r\n"
-           . "Content-Length: " . length($body) . "\r\n"
+           . "Content-Length: " . length($body) . "\r\n$range"
            . "Connection: close\r\n\r\n$body";
+}
+
+# $size bytes of numbered lines, the same each time: a part asked for by
+# its range is that part of the whole.
+my %sized;
+sub sized_body {
+    my ($size) = @_;
+    return $sized{$size} //= substr(join('', map { "line $_ of a text the "
+                                                   . "upstream serves\n" }
+                                             1 .. $size / 20 + 1),
+                                    0, $size);
 }
 
 # FastCGI name-value lengths: one byte, or four with the top bit set.
