@@ -904,13 +904,17 @@ spanprof_dummy_connection(request_rec *r)
            && strcmp(ua + n - (sizeof(mark) - 1), mark) == 0;
 }
 
+static APR_INLINE int
+spanprof_conf_on(const spanprof_dir_conf *d)
+{
+    return d == NULL || d->enable != SPANPROF_OFF;
+}
+
 static int
 spanprof_enabled_here(request_rec *r)
 {
-    spanprof_dir_conf *d = ap_get_module_config(r->per_dir_config,
-                                                &spanprof_module);
-
-    return d == NULL || d->enable != SPANPROF_OFF;
+    return spanprof_conf_on(ap_get_module_config(r->per_dir_config,
+                                                 &spanprof_module));
 }
 
 /*
@@ -1213,15 +1217,16 @@ _Static_assert(sizeof(sp_entry_http) == 33 * sizeof(void *)
 
 /*
  * The span record of sr, whose initial request is logged, in a scope that
- * is on; last is the request it ended in. Inlined into its one caller:
- * gcc left it out of line (~25 instructions more a request, callgrind).
+ * is on; last is the request it ended in, d our configuration there.
+ * Inlined into its one caller: gcc left it out of line (~25 instructions
+ * more a request, callgrind).
  */
 static APR_INLINE __attribute__((always_inline)) void
-spanprof_record(spanprof_request *sr, request_rec *last)
+spanprof_record(spanprof_request *sr, request_rec *last,
+                const spanprof_dir_conf *d)
 {
     request_rec       *r = sr->initial;
     conn_rec          *c = r->connection;
-    spanprof_dir_conf *d;
     const char        *version;
     sp_entry_http      h;
 
@@ -1263,7 +1268,6 @@ spanprof_record(spanprof_request *sr, request_rec *last)
      * else its handler. A content type in the handler's place
      * ("httpd/unix-directory", "application/x-httpd-php") names a file's
      * type, not a route. */
-    d = ap_get_module_config(last->per_dir_config, &spanprof_module);
     if (d != NULL && d->route != NULL) {
         h.route = d->route;
         h.route_len = d->route_len;
@@ -1904,26 +1908,69 @@ spanprof_poll(request_rec *r)
 }
 
 /*
+ * Our configuration for a request httpd never mapped (no translate_name
+ * gave it a file name): one a quick handler served, mod_cache's cached
+ * response with CacheQuickHandler On (the default), or one refused
+ * before. Its per_dir_config is still its server's defaults: a cached
+ * response in a <Location> with "Spanprof Off" was exported, with its
+ * ids in the access log; one where only a <Location> is on was not; the
+ * others lost their route (the span of a hit named "GET", of its miss
+ * "GET /c"). Merged here as httpd merges a request's before
+ * translate_name (<Location>, then <If>), for these rare requests only.
+ * <Directory> and <Proxy> need the file name it never got. The request
+ * keeps the configuration httpd gave it: a module that logs after ours
+ * (mod_log_debug) reads that one.
+ */
+static spanprof_dir_conf *
+spanprof_unmapped_conf(request_rec *r)
+{
+    ap_conf_vector_t  *httpd_own = r->per_dir_config;
+    char              *uri = r->uri, *path;
+    spanprof_dir_conf *d;
+
+    /* The path as httpd maps it: decoded but for %2F ("/c/%6Fff" is
+     * "/c/off"), without dot segments. */
+    if (uri != NULL && uri[0] == '/') {
+        path = apr_pstrdup(r->pool, uri);
+        if (ap_unescape_url_keep2f(path, 0) == OK) {
+            ap_getparents(path);
+            r->uri = path;
+            if (ap_location_walk(r) == OK) {
+                (void) ap_if_walk(r);
+            }
+            r->uri = uri;
+        }
+    }
+    d = ap_get_module_config(r->per_dir_config, &spanprof_module);
+    r->per_dir_config = httpd_own;
+    return d;
+}
+
+/*
  * The rest of spanprof_log_transaction, for an initial request r that
  * ended in last, sr's (NULL: it has none): for the few that are refused,
- * off, a dummy connection or have no span yet. The span to record, or
- * NULL. Apart, the hook saves no registers for it on the way of every
- * other request (~15 instructions a request, callgrind).
+ * off, unmapped, a dummy connection or have no span yet; *d: our
+ * configuration where it ended. The span to record, or NULL. Apart, the
+ * hook saves no registers for it on the way of every other request (~15
+ * instructions a request, callgrind).
  */
 static __attribute__((noinline)) spanprof_request *
 spanprof_log_unusual(request_rec *r, spanprof_request *sr,
-                     request_rec *last)
+                     request_rec *last, spanprof_dir_conf **d)
 {
     if (spanprof_dummy_connection(r)) {
         return NULL;
     }
+    if (last->filename == NULL) {
+        *d = spanprof_unmapped_conf(last);
+    }
     /*
-     * Refused before fixups (a 403 of Require, a 401, a 400) in a scope
-     * that is off: fixups, which take back what post_read_request set,
-     * never ran. Without this the access log had the ids of a span that
-     * is never exported.
+     * Refused before fixups (a 403 of Require, a 401, a 400) or served
+     * by a quick handler in a scope that is off: fixups, which take back
+     * what post_read_request set, never ran. Without this the access log
+     * had the ids of a span that is never exported.
      */
-    if (!spanprof_enabled_here(last)) {
+    if (!spanprof_conf_on(*d)) {
         if (sr != NULL) {
             spanprof_set_env(last, NULL);
             spanprof_close(sr);
@@ -1943,10 +1990,11 @@ spanprof_log_unusual(request_rec *r, spanprof_request *sr,
  * A redirected request logged in its initial one's place, which stock
  * httpd never does: its initial request's span, NULL if it has none, it
  * ended already or in a scope that is off; *last: the request it ended
- * in.
+ * in, *d: our configuration there.
  */
 static __attribute__((noinline)) spanprof_request *
-spanprof_log_redirected(request_rec *r, request_rec **last)
+spanprof_log_redirected(request_rec *r, request_rec **last,
+                        spanprof_dir_conf **d)
 {
     spanprof_request *sr = spanprof_request_of(r);
 
@@ -1954,7 +2002,8 @@ spanprof_log_redirected(request_rec *r, request_rec **last)
         return NULL;
     }
     *last = spanprof_final(sr->initial);
-    if (!spanprof_enabled_here(*last)) {
+    *d = ap_get_module_config((*last)->per_dir_config, &spanprof_module);
+    if (!spanprof_conf_on(*d)) {
         spanprof_close(sr);
         spanprof_spare(sr);
         return NULL;
@@ -1989,8 +2038,9 @@ spanprof_log_redirected(request_rec *r, request_rec **last)
 static __attribute__((noinline)) int
 spanprof_log_request(request_rec *r)
 {
-    spanprof_request *sr;
-    request_rec      *last;
+    spanprof_request  *sr;
+    request_rec       *last;
+    spanprof_dir_conf *d;
 
     if (r->prev == NULL) {
         /* r is the initial request, sr's if it has one: the request it
@@ -2003,11 +2053,13 @@ spanprof_log_request(request_rec *r)
             return DECLINED;
         }
         last = spanprof_final(r);
-        if (sr == NULL || !spanprof_enabled_here(last)) {
-            sr = spanprof_log_unusual(r, sr, last);
+        d = ap_get_module_config(last->per_dir_config, &spanprof_module);
+        /* No file name: never mapped (spanprof_unmapped_conf). */
+        if (sr == NULL || last->filename == NULL || !spanprof_conf_on(d)) {
+            sr = spanprof_log_unusual(r, sr, last, &d);
         }
     } else {
-        sr = spanprof_log_redirected(r, &last);
+        sr = spanprof_log_redirected(r, &last, &d);
     }
     if (sr == NULL) {
         return DECLINED;
@@ -2021,7 +2073,7 @@ spanprof_log_request(request_rec *r)
         spanprof_set_env(last, sr);
     }
     spanprof_close(sr);
-    spanprof_record(sr, last);
+    spanprof_record(sr, last, d);
     spanprof_spare(sr);
     return DECLINED;
 }

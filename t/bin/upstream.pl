@@ -12,7 +12,11 @@
 # "/statusN" in it; for one with "/sizeN", N bytes of numbered text lines,
 # and a "Range: bytes=A-B" gets 206 with those bytes, as the slice module
 # asks); a URI with "/slow" in it waits 3 s first,
-# "/slowN" N s (a client can give up meanwhile). An HTTP request with an
+# "/slowN" N s (a client can give up meanwhile). HTTP, for mod_cache: a
+# URI with "/cacheN" in it is cacheable for N s (Cache-Control:
+# max-age=N, ETag "v1"), and gets 304 when asked with If-None-Match:
+# "v1"; with "/echo" in it, each traceparent the request came with is
+# echoed in an echo-traceparent response header. An HTTP request with an
 # Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
 # back until the other side closes. One connection at a time is enough for
 # the tests;
@@ -126,8 +130,19 @@ sub serve_http {
             $range = "Content-Range: bytes $from-$to/$size\r\n";
         }
     }
+    my $extra = $range;
+    if ($uri =~ m{/cache(\d+)}) {
+        $extra .= "Cache-Control: max-age=$1\r\nETag: \"v1\"\r\n";
+        if (($headers{'if-none-match'}[0] // '') eq '"v1"') {
+            print $c "HTTP/1.1 304 Not Modified\r\n$extra"
+                   . "Connection: close\r\n\r\n";
+            return;
+        }
+    }
+    $extra .= "echo-traceparent: $_\r\n" for $uri =~ m{/echo}
+        ? @{ $headers{traceparent} // [] } : ();
     print $c "HTTP/1.1 $status Status\r\nContent-Type: text/plain\r\n"
-           . "Content-Length: " . length($body) . "\r\n$range"
+           . "Content-Length: " . length($body) . "\r\n$extra"
            . "Connection: close\r\n\r\n$body";
 }
 
