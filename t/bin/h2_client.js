@@ -11,7 +11,8 @@
 //
 //   node h2_client.js < plan.json > results.json
 //
-// plan: { "port": N, "requests": [ { "path": "/x", "method": "GET",
+// plan: { "port": N, "settings": { "initialWindowSize": N, ... },
+//         "requests": [ { "path": "/x", "method": "GET",
 //           "headers": [[name, value], ...], "sensitive": [names],
 //           "body": "text", "more_body": true,
 //           "reset_after": bytes, "reset_after_ms": ms,
@@ -43,6 +44,9 @@ process.stdin.on('end', () => {
       // blocks: the server's limits are what is tested.
       maxSendHeaderBlockLength: 1 << 20,
       peerMaxConcurrentStreams: plan.requests.length,
+      // Ours (a small initialWindowSize makes the server wait for each
+      // WINDOW_UPDATE, sent as a stream's data is read).
+      settings: plan.settings || {},
     });
     session.on('error', (e) => {
       results.sessionError = e.code || e.message;

@@ -16,7 +16,9 @@
 # URI with "/cacheN" in it is cacheable for N s (Cache-Control:
 # max-age=N, ETag "v1"), and gets 304 when asked with If-None-Match:
 # "v1"; with "/echo" in it, each traceparent the request came with is
-# echoed in an echo-traceparent response header. An HTTP request with an
+# echoed in an echo-traceparent response header. Over HTTP, a URI with
+# "/dripN" in it gets its body as N lines, one every 100 ms, with no
+# Content-Length (a slowly streaming upstream). An HTTP request with an
 # Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
 # back until the other side closes. One connection at a time is enough for
 # the tests;
@@ -113,6 +115,17 @@ sub serve_http {
         print $c $rest if length $rest;
         while (sysread $c, my $buf, 65536) {
             print $c $buf or last;
+        }
+        return;
+    }
+    if ($uri =~ m{/drip(\d+)}) {
+        my $n = $1;
+        $c->autoflush(1);
+        print $c "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+               . "Connection: close\r\n\r\n";
+        for my $i (1 .. $n) {
+            select(undef, undef, undef, 0.1);
+            print $c "line $i of a slow upstream\n" or last;
         }
         return;
     }
