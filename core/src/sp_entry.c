@@ -1154,6 +1154,13 @@ sp_entry_finish_with(const sp_entry_policy *p, const sp_entry *e,
     }
 
     end_ns = h->end_ns != 0 ? h->end_ns : sp_realtime_ns();
+    /* Both ends are wall-clock readings, as the servers' own logs: a
+     * clock stepped back while the request ran would end the span before
+     * it began, which backends show as a negative or 584-year duration.
+     * Such a span lasts 0 instead, as nginx's $request_time does. */
+    if (end_ns < e->start_ns) {
+        end_ns = e->start_ns;
+    }
     /* A cut tracestate would not be valid: too long means none at all
      * (sp_tracestate_len). */
     ts_len = e->tracestate != NULL && e->tracestate_len

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "sp_test.h"
+#include "sp_clock.h"
 #include "sp_entry.h"
 #include "sp_record.h"
 #include "sp_entry_twice.h"
@@ -528,6 +529,37 @@ finished_span(const sp_entry_policy *p, const sp_entry_http *h)
     return m;
 }
 
+/*
+ * A wall clock stepped back while the request ran: the span ends where it
+ * began, never before. A clock that went on keeps the end it was given.
+ */
+static void
+span_never_ends_before_it_began(void **state)
+{
+    sp_entry_policy p = policy(SP_SAMPLER_ALWAYS_ON, false, 0.1);
+    sp_entry_http   h;
+    Opentelemetry__Proto__Trace__V1__Span *m;
+    uint64_t        later;
+
+    (void)state;
+    memset(&h, 0, sizeof(h));
+    h.method = "GET"; h.method_len = 3;
+    h.status = 200;
+
+    h.end_ns = 1;
+    m = finished_span(&p, &h);
+    assert_true(m->start_time_unix_nano > 1);
+    assert_int_equal(m->end_time_unix_nano, m->start_time_unix_nano);
+    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+
+    later = sp_realtime_ns() + 3600ull * 1000000000ull;
+    h.end_ns = later;
+    m = finished_span(&p, &h);
+    assert_int_equal(m->end_time_unix_nano, later);
+    assert_true(m->start_time_unix_nano < later);
+    opentelemetry__proto__trace__v1__span__free_unpacked(m, NULL);
+}
+
 /* A string attribute's value, an int one's in decimal; "" when absent. */
 static void
 attribute(const Opentelemetry__Proto__Trace__V1__Span *m, const char *key,
@@ -819,6 +851,7 @@ main(void)
         cmocka_unit_test(new_trace_traceparent_says_its_ids_and_sampling),
         cmocka_unit_test(selection_by_trace_id_over_20000_traces),
         cmocka_unit_test(finished_span_record_carries_spec_attributes),
+        cmocka_unit_test(span_never_ends_before_it_began),
         cmocka_unit_test(error_type_is_the_status_code_of_a_5xx),
         cmocka_unit_test(status_codes_are_the_bytes_protobuf_packs),
         cmocka_unit_test(span_of_strings_repaired_to_their_worst_fits),
