@@ -8,7 +8,9 @@
 # - http://[::1]:PORT (IPv6) and a trailing slash reach the receiver;
 # - host:port without a scheme: TLS, or plaintext with
 #   OTEL_EXPORTER_OTLP_INSECURE=true;
-# - http:// to a TLS port: the failure line hints at https://;
+# - http:// to a TLS port: the failure line hints at https://; TLS to a
+#   plaintext port (host:port without a scheme) at http://, and an
+#   HTTP/1.x server (OTLP/HTTP's port) at the gRPC port;
 # - a value the configuration refuses (no port without a scheme, a path)
 #   is said, naming the variable, the value and what is allowed, and the
 #   default is used.
@@ -20,6 +22,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use IO::Socket::IP;
+use POSIX ();
 use Test::More;
 
 use Spanprof::Server qw(new_dir free_port read_file);
@@ -161,6 +164,86 @@ SKIP: {
             unlike($line // '', $hint, '... without the TLS hint');
         }
     }
+}
+
+# The reverse: TLS to a plaintext port (most often host:port written
+# without a scheme): OpenSSL says "wrong version number", or the port
+# closes the connection; the line adds that the port may be plaintext,
+# and for an endpoint without a scheme, why it was TLS. Not when the port
+# is TLS and its certificate is not trusted. An HTTP/1.x server (OTLP/HTTP's
+# port): the line names the gRPC port.
+SKIP: {
+    my @cert = Spanprof::Receiver::self_signed($dir, 'untrusted');
+    skip 'openssl cannot make a certificate', 10 unless @cert;
+    my $plain = Spanprof::Receiver->start(dir => $dir);
+    my $tls = Spanprof::Receiver->start(dir => $dir, tls => \@cert);
+    my $hint = qr/; the collector did not answer TLS: /;
+    my $no_scheme = qr/$hint(?x)an \s endpoint \s without \s a \s scheme \s is
+                       \s TLS; \s if \s its \s port \s is \s plaintext, \s write
+                       \s http:\/\/host:port \s or \s set
+                       \s OTEL_EXPORTER_OTLP_INSECURE=true/;
+    my $scheme = qr/$hint(?x)if \s its \s port \s is \s plaintext, \s the
+                    \s endpoint \s must \s begin \s with \s http:\/\/$/m;
+
+    # Reads the request, closes without a word (as a gRPC server that
+    # does not take what it read for HTTP/2), or answers it as HTTP/1.1.
+    my $closer = IO::Socket::IP->new(Listen => 8, LocalHost => '127.0.0.1',
+                                     LocalPort => 0, ReuseAddr => 1);
+    my $http1 = IO::Socket::IP->new(Listen => 8, LocalHost => '127.0.0.1',
+                                    LocalPort => 0, ReuseAddr => 1);
+    skip "cannot listen: $!", 10 unless $closer && $http1;
+    my @kids;
+    for my $srv ([ $closer, '' ],
+                 [ $http1, "HTTP/1.1 400 Bad Request\r\n"
+                           . "Content-Length: 0\r\nConnection: close\r\n\r\n" ])
+    {
+        my $pid = fork;
+        die "fork: $!" unless defined $pid;
+        if ($pid == 0) {
+            while (my $c = $srv->[0]->accept) {
+                my $buf;
+                sysread($c, $buf, 65536);
+                syswrite($c, $srv->[1]) if length $srv->[1];
+                close $c;
+            }
+            POSIX::_exit(0);
+        }
+        push @kids, $pid;
+    }
+    my $closer_port = $closer->sockport;
+    my $http1_port = $http1->sockport;
+    close $_ for $closer, $http1;
+
+    for my $case (
+        [ 'without a scheme to a plaintext port',
+          '127.0.0.1:' . $plain->port, $no_scheme ],
+        [ 'https:// to a plaintext port',
+          'https://127.0.0.1:' . $plain->port, $scheme ],
+        [ 'without a scheme to a port that closes',
+          "127.0.0.1:$closer_port", $no_scheme ],
+        [ 'https:// to a TLS port whose certificate is not trusted',
+          'https://127.0.0.1:' . $tls->port, undef ],
+        [ 'http:// to an HTTP/1.1 server',
+          "http://127.0.0.1:$http1_port",
+          qr/; the collector answered HTTP\/1\.x: the endpoint must be its(?x)
+             \s OTLP\/gRPC \s port \s \(4317 \s by \s default\), \s not
+             \s OTLP\/HTTP's \s \(4318\)/ ])
+    {
+        my ($what, $value, $want) = @$case;
+        my $h = drive_until(qr/export failed: OTLP export of traces/,
+                            %FAST, OTEL_EXPORTER_OTLP_ENDPOINT => $value);
+        my ($line) = $h->{stderr} =~ /(export failed: OTLP export of traces .*)/;
+        like($line // '', qr/ failed: UNAVAILABLE/, "$what: the failure is said")
+            or diag $h->{stderr};
+        if ($want) {
+            like($line // '', $want, '... with what to check');
+        } else {
+            unlike($line // '', $hint, '... without the plaintext hint')
+                or diag $line;
+        }
+    }
+    kill 'TERM', @kids;
+    waitpid($_, 0) for @kids;
 }
 
 # host:port without a scheme, as gRPC clients take it (OpenTelemetry's

@@ -1100,6 +1100,26 @@ sp_maybe_tls_port(const sp_otlp_client *client, const sp_otlp_result *r)
 }
 
 /*
+ * The reverse: a TLS endpoint whose collector answered the handshake with
+ * bytes that are not TLS (OpenSSL's "wrong version number" or "packet
+ * length too long": a plaintext HTTP/2 server's frames) or closed the
+ * connection without a word. Most often "collector:4317" written without
+ * a scheme, which OpenTelemetry makes TLS, for a plaintext port. A
+ * certificate the exporter does not trust fails otherwise, and is not
+ * hinted at.
+ */
+static bool
+sp_maybe_plaintext_port(const sp_otlp_client *client,
+                        const sp_otlp_result *r)
+{
+    return r->code == SP_GRPC_UNAVAILABLE && client != NULL
+           && sp_otlp_client_endpoint(client)->tls
+           && (strstr(r->message, "wrong version number") != NULL
+               || strstr(r->message, "packet length too long") != NULL
+               || strstr(r->message, "Socket closed") != NULL);
+}
+
+/*
  * What an operator can do about a status that is not retried: the data is
  * dropped, and the status alone does not say which setting to look at.
  */
@@ -1112,6 +1132,20 @@ sp_failure_hint(const sp_otlp_client *client, sp_otlp_signal signal,
     if (sp_maybe_tls_port(client, r)) {
         return "; the collector closed the connection at once: if its port "
                "expects TLS, the endpoint must begin with https://";
+    }
+    if (sp_maybe_plaintext_port(client, r)) {
+        return sp_otlp_client_endpoint(client)->scheme
+               ? "; the collector did not answer TLS: if its port is "
+                 "plaintext, the endpoint must begin with http://"
+               : "; the collector did not answer TLS: an endpoint without "
+                 "a scheme is TLS; if its port is plaintext, write "
+                 "http://host:port or set OTEL_EXPORTER_OTLP_INSECURE=true";
+    }
+    if (r->code == SP_GRPC_UNAVAILABLE
+        && strstr(r->message, "http1.x server") != NULL)
+    {
+        return "; the collector answered HTTP/1.x: the endpoint must be "
+               "its OTLP/gRPC port (4317 by default), not OTLP/HTTP's (4318)";
     }
     if (r->retryable) {
         return "";
