@@ -51,6 +51,8 @@ typedef struct {
                                             one around it */
     ngx_flag_t        refused_redirect;  /* a server's error_page may send
                                             a request it refused on */
+    ngx_array_t       notes;             /* ngx_str_t: warnings about the
+                                            environment, for init_module */
 } ngx_http_spanprof_main_conf_t;
 
 
@@ -187,6 +189,7 @@ static char *ngx_http_spanprof_set_setting(ngx_conf_t *cf,
 static void ngx_http_spanprof_cleanup_config(void *data);
 static const char *ngx_http_spanprof_getenv(void *ctx, const char *name);
 static void ngx_http_spanprof_warn(void *ctx, const char *message);
+static void ngx_http_spanprof_note(void *ctx, const char *message);
 static ngx_int_t ngx_http_spanprof_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
 static ngx_int_t ngx_http_spanprof_init(ngx_conf_t *cf);
@@ -489,6 +492,13 @@ ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
         return NULL;
     }
 
+    if (ngx_array_init(&smcf->notes, cf->pool, 2, sizeof(ngx_str_t))
+        != NGX_OK)
+    {
+        sp_config_destroy(smcf->config);
+        return NULL;
+    }
+
     cln->handler = ngx_http_spanprof_cleanup_config;
     cln->data = smcf->config;
 
@@ -507,7 +517,7 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
      */
     sp_config_complete(smcf->config, ngx_http_spanprof_getenv,
                        ngx_get_conf(cf->cycle->conf_ctx, ngx_core_module),
-                       ngx_http_spanprof_warn, cf->log);
+                       ngx_http_spanprof_note, cf);
 
     sp_entry_policy_from_config(smcf->config, &smcf->policy);
 
@@ -730,6 +740,44 @@ ngx_http_spanprof_warn(void *ctx, const char *message)
 
 
 /*
+ * A warning about the environment (a bad value, a switch it loses to):
+ * until the new cycle opens its error_log, a configuration is read with
+ * the log nginx started with, which is only stderr for Debian's nginx
+ * (--error-log-path=stderr). Logged there, a first start's warning would
+ * miss the error log the startup line goes to, and nobody runs "nginx -t"
+ * with the service's environment. Kept for init_module, which has the new
+ * log; "nginx -t" says it at once, as it says a directive's.
+ */
+static void
+ngx_http_spanprof_note(void *ctx, const char *message)
+{
+    ngx_conf_t *cf = ctx;
+
+    size_t                          len;
+    u_char                         *data;
+    ngx_str_t                      *note;
+    ngx_http_spanprof_main_conf_t  *smcf;
+
+    if (!ngx_test_config) {
+        smcf = ngx_http_conf_get_module_main_conf(cf,
+                                                  ngx_http_spanprof_module);
+        len = ngx_strlen(message);
+        data = ngx_pnalloc(cf->pool, len);
+        note = data != NULL ? ngx_array_push(&smcf->notes) : NULL;
+
+        if (note != NULL) {
+            ngx_memcpy(data, message, len);
+            note->data = data;
+            note->len = len;
+            return;
+        }
+    }
+
+    ngx_http_spanprof_warn(cf->log, message);
+}
+
+
+/*
  * A reload that turns spanprof off for the whole server: this cycle's
  * workers and no exporter use the shared memory, so the master lets it
  * go (every page its rings were written to) rather than hold it until
@@ -755,7 +803,8 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
 {
     size_t                          len;
     u_char                         *line;
-    ngx_uint_t                      slots;
+    ngx_str_t                      *note;
+    ngx_uint_t                      i, slots;
     ngx_core_conf_t                *ccf;
     ngx_http_phase_handler_t       *ph;
     ngx_http_core_main_conf_t      *cmcf;
@@ -780,6 +829,14 @@ ngx_http_spanprof_init_module(ngx_cycle_t *cycle)
     }
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    note = smcf->notes.elts;
+
+    for (i = 0; i < smcf->notes.nelts; i++) {
+        ngx_log_error(NGX_LOG_WARN, cycle->log, 0, "spanprof: %V", &note[i]);
+    }
+
+    smcf->notes.nelts = 0;
 
     /* The exporter runs as "user" with its groups (the manager process it
      * is started from does): known only now, after every directive. */

@@ -10,7 +10,7 @@ use lib 't/lib';
 use Test::More;
 
 use Spanprof::Server qw(new_dir read_file write_file nginx_conf nginx_test
-                        nginx_start);
+                        nginx_start spawn stop wait_for_log wait_for_port);
 use Spanprof::Settings qw(settings);
 use Spanprof::ConfigChecks qw(check_loads check_directives
                               check_bad_environment check_clamp
@@ -79,6 +79,43 @@ like($log,
 $log = startup_log(\%env_lines, $dir, 'spanprof_service_name from-directive');
 like($log, qr/OTEL_SERVICE_NAME=from-directive \(directive\)/,
      'env NAME=value: a directive wins over it');
+
+# --- Debian's nginx logs to stderr until it opens the error_log
+# (--error-log-path=stderr, as "-e stderr" here): what the environment
+# calls for is still said in the error log, with the startup line, once
+# per start and once per reload (the service's environment is not the
+# one an operator runs "nginx -t" with).
+
+{
+    my $port = nginx_conf($dir, http => '    spanprof on;');
+    unlink "$dir/error.log", "$dir/stderr.log";
+    my $pid = spawn({ SPLUNK_PROFILER_ENABLED => 'maybe',
+                      OTEL_SDK_DISABLED => 'true' }, "$dir/stderr.log",
+                    '/usr/sbin/nginx', '-p', $dir, '-c', "$dir/nginx.conf",
+                    '-e', 'stderr');
+    my $startup = qr/spanprof \S+ configuration:/;
+    my $bad = qr/\[warn\] [^\n]*spanprof: invalid value "maybe" in(?x)
+                 \s environment \s variable \s SPLUNK_PROFILER_ENABLED/;
+    my $wins = qr/\[warn\] [^\n]*spanprof: "spanprof on" at http level(?x)
+                  \s overrides \s the \s environment \s variable
+                  \s OTEL_SDK_DISABLED=true/;
+    my $log = wait_port_and_log($port, "$dir/error.log", $startup);
+    is(() = $log =~ /$bad/g, 1, 'nginx -e stderr: a bad variable is warned '
+       . 'about in the error log') or diag $log, read_file("$dir/stderr.log");
+    is(() = $log =~ /$wins/g, 1, '... and a switch the directive overrides');
+    like($log, qr/$bad(?s:.*)$startup/, '... before the startup line');
+    kill 'HUP', $pid;
+    $log = wait_for_log("$dir/error.log", qr/$startup(?s:.*)$startup/) // '';
+    is(() = $log =~ /$bad/g, 2, '... and again, once, at a reload')
+        or diag $log;
+    stop($pid);
+}
+
+sub wait_port_and_log {
+    my ($port, $file, $pattern) = @_;
+    wait_for_port($port);
+    return wait_for_log($file, $pattern) // '';
+}
 
 # --- where directives may appear
 
