@@ -751,12 +751,13 @@ ngx_http_spanprof_warn(void *ctx, const char *message)
 static void
 ngx_http_spanprof_note(void *ctx, const char *message)
 {
-    ngx_conf_t *cf = ctx;
-
     size_t                          len;
     u_char                         *data;
     ngx_str_t                      *note;
+    ngx_conf_t                     *cf;
     ngx_http_spanprof_main_conf_t  *smcf;
+
+    cf = ctx;
 
     if (!ngx_test_config) {
         smcf = ngx_http_conf_get_module_main_conf(cf,
