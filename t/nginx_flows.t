@@ -106,12 +106,7 @@ HTTP
 SERVER
 );
 
-my $nginx = nginx_start($dir, $port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
-    SPLUNK_PROFILER_EXPORT_INTERVAL   => '300',
-    OTEL_EXPORTER_OTLP_ENDPOINT       => 'http://127.0.0.1:' . $recv->port,
-    OTEL_BSP_SCHEDULE_DELAY           => '100');
+my $nginx = nginx_start($dir, $port, $recv->snapshot_env);
 ok($nginx, 'nginx starts') or BAIL_OUT(read_file("$dir/error.log"));
 
 my $traces = 0;

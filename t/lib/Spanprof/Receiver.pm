@@ -135,6 +135,21 @@ sub wait_listening {
 }
 
 sub port   { $_[0]{port} }
+
+# The environment of a server whose selected requests are sampled every
+# interval ms and whose spans reach this receiver within about
+# schedule_delay ms: (name => value, ...) for nginx_start and the like.
+# Keys: interval (default 1), export_interval (profiles, default 300),
+# schedule_delay (spans, default 100).
+sub snapshot_env {
+    my ($self, %o) = @_;
+    return (SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
+            SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => $o{interval} // '1',
+            SPLUNK_PROFILER_EXPORT_INTERVAL   => $o{export_interval} // '300',
+            OTEL_EXPORTER_OTLP_ENDPOINT       => 'http://127.0.0.1:'
+                                                 . $self->{port},
+            OTEL_BSP_SCHEDULE_DELAY           => $o{schedule_delay} // '100');
+}
 sub pid    { $_[0]{pid} }
 sub stderr { read_file($_[0]{stderr}) }
 
