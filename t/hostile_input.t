@@ -53,11 +53,7 @@ my $recv = Spanprof::Receiver->start(dir => $dir);
 my $up = Spanprof::Upstream->start(dir => $dir, proto => 'http');
 text_file("$dir/big.txt", 10000);
 my %env = (
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
-    SPLUNK_PROFILER_EXPORT_INTERVAL   => '200',
-    OTEL_EXPORTER_OTLP_ENDPOINT       => 'http://127.0.0.1:' . $recv->port,
-    OTEL_BSP_SCHEDULE_DELAY           => '100',
+    $recv->snapshot_env(export_interval => '200'),
 );
 
 # Limits well above the defaults, so that what the servers refuse by

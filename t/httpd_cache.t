@@ -266,12 +266,8 @@ Listen 127.0.0.1:$vhost
 </VirtualHost>
 EXTRA
     my $httpd = httpd_start($dir, $port,
-        SPLUNK_SNAPSHOT_PROFILER_ENABLED      => 'true',
-        SPLUNK_SNAPSHOT_SELECTION_PROBABILITY => $PROBABILITY,
-        SPLUNK_SNAPSHOT_SAMPLING_INTERVAL     => $INTERVAL,
-        SPLUNK_PROFILER_EXPORT_INTERVAL       => '200',
-        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-        OTEL_BSP_SCHEDULE_DELAY     => '100');
+        $recv->snapshot_env(interval => $INTERVAL, export_interval => '200'),
+        SPLUNK_SNAPSHOT_SELECTION_PROBABILITY => $PROBABILITY);
     ok($httpd, "$tag: httpd starts") or return;
     my $what = "$tag, $store";
 

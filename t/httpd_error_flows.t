@@ -172,12 +172,8 @@ write_file("$dir/htdocs/inner.shtml",
 chmod 0644, glob("$dir/htdocs/*.* $dir/htdocs/ozone/*");
 
 my $httpd = httpd_start($dir, $port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED      => 'true',
-    SPLUNK_SNAPSHOT_SELECTION_PROBABILITY => $PROBABILITY,
-    OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => $INTERVAL,
-    SPLUNK_PROFILER_EXPORT_INTERVAL   => '200',
-    OTEL_BSP_SCHEDULE_DELAY     => '100');
+    $recv->snapshot_env(interval => $INTERVAL, export_interval => '200'),
+    SPLUNK_SNAPSHOT_SELECTION_PROBABILITY => $PROBABILITY);
 ok($httpd, 'httpd starts') or BAIL_OUT(read_file("$dir/error.log"));
 
 my $case = 0;

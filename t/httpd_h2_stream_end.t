@@ -51,11 +51,7 @@ ProxyTimeout $SLOW
 ProxyPass /never http://127.0.0.1:$silent_port/never
 EXTRA
 my $httpd = httpd_start($dir, $port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
-    SPLUNK_PROFILER_EXPORT_INTERVAL   => '200',
-    OTEL_EXPORTER_OTLP_ENDPOINT       => 'http://127.0.0.1:' . $recv->port,
-    OTEL_BSP_SCHEDULE_DELAY           => '100',
+    $recv->snapshot_env(export_interval => '200'),
 );
 ok($httpd, 'httpd started') or BAIL_OUT(read_file("$dir/error.log"));
 # On one CPU, the main connection's thread, woken as the fast stream's

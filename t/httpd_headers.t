@@ -51,12 +51,8 @@ RewriteRule ^/moved http://example.com/ [R=301,L]
 EXTRA
 
 my $httpd = httpd_start($dir, $port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED      => 'true',
+    $recv->snapshot_env(export_interval => '200'),
     SPLUNK_SNAPSHOT_SELECTION_PROBABILITY => $PROBABILITY,
-    OTEL_EXPORTER_OTLP_ENDPOINT           => 'http://127.0.0.1:' . $recv->port,
-    OTEL_BSP_SCHEDULE_DELAY               => '100',
-    SPLUNK_PROFILER_EXPORT_INTERVAL       => '200',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL     => '1',
 );
 ok($httpd, 'httpd starts with the module')
     or BAIL_OUT(read_file("$dir/error.log") . read_file("$dir/stderr.log"));

@@ -54,11 +54,7 @@ H2MaxWorkers 200
 ${\ deflate_location($top) }
 EXTRA
     my $pid = httpd_start($dir, $port,
-        SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
-        SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
-        SPLUNK_PROFILER_EXPORT_INTERVAL   => '200',
-        OTEL_EXPORTER_OTLP_ENDPOINT       => 'http://127.0.0.1:' . $recv->port,
-        OTEL_BSP_SCHEDULE_DELAY           => '100',
+        $recv->snapshot_env(export_interval => '200'),
         GLIBC_TUNABLES => $MALLOC,
     );
     ok($pid, 'httpd started') or BAIL_OUT(read_file("$dir/error.log"));

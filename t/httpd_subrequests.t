@@ -98,11 +98,7 @@ EXTRA
                "<!--#include virtual=\"/on/up\" -->\n");
     chmod 0644, glob("$dir/htdocs/*.* $dir/htdocs/off/*");
     my $httpd = httpd_start($dir, $port,
-        SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
-        SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => $INTERVAL,
-        SPLUNK_PROFILER_EXPORT_INTERVAL   => '200',
-        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-        OTEL_BSP_SCHEDULE_DELAY => '100');
+        $recv->snapshot_env(interval => $INTERVAL, export_interval => '200'));
     ok($httpd, "$mpm: httpd starts") or return;
 
     my %span;

@@ -88,11 +88,7 @@ ProxyPass /off http://127.0.0.1:$back/echo
 </VirtualHost>
 EXTRA
     my %env = (
-        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-        SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
-        SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
-        SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
-        OTEL_BSP_SCHEDULE_DELAY => '200',
+        $recv->snapshot_env(schedule_delay => '200'),
         OTEL_SERVICE_NAME => 'origin',
     );
     my $parent = spawn(\%env, "$dir/stderr.log", '/usr/sbin/apache2',

@@ -37,11 +37,7 @@ my $recv = Spanprof::Receiver->start(dir => $dir);
 my $port = httpd_conf($dir, mpm => 'event', one_child => 4,
                       extra => "SendBufferSize 4096\n");
 my $httpd = httpd_start($dir, $port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED  => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '10',
-    SPLUNK_PROFILER_EXPORT_INTERVAL   => '200',
-    OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-    OTEL_BSP_SCHEDULE_DELAY => '100');
+    $recv->snapshot_env(interval => '10', export_interval => '200'));
 ok($httpd, 'httpd starts') or BAIL_OUT(read_file("$dir/error.log"));
 write_file("$dir/htdocs/big.bin", 'z' x (128 << 10));
 chmod 0644, "$dir/htdocs/big.bin";

@@ -33,11 +33,7 @@ my $port = nginx_conf($dir, connections => 256,
         " . gzip_location($dir, lines => 60000));
 
 my $master = spawn({
-    OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
-    SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
-    OTEL_BSP_SCHEDULE_DELAY => '200',
+    $recv->snapshot_env(schedule_delay => '200'),
 }, "$dir/stderr.log", nginx_cmd($dir));
 ok(wait_for_port($port, 20), 'nginx listens')
     or BAIL_OUT(read_file("$dir/error.log"));

@@ -85,11 +85,7 @@ nginx_conf($dir, port => $port, connections => 256,
             default_type text/html;"));
 
 my $master = spawn({
-    OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
-    SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
-    OTEL_BSP_SCHEDULE_DELAY => '200',
+    $recv->snapshot_env(schedule_delay => '200'),
 }, "$dir/stderr.log", nginx_cmd($dir));
 ok(wait_for_port($port, 20) && wait_for_port($h2, 20), 'nginx listens')
     or BAIL_OUT(read_file("$dir/error.log"));

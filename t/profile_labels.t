@@ -52,12 +52,8 @@ sub run {
     my $port = nginx_conf($dir, workers => 2,
                           server => gzip_location($dir, lines => 120000));
     my $master = spawn({
-        OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-        SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
-        SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '1',
+        $recv->snapshot_env(schedule_delay => '200'),
         SPLUNK_PROFILER_MAX_STACK_DEPTH => $DEPTH,
-        SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
-        OTEL_BSP_SCHEDULE_DELAY => '200',
         %extra,
     }, "$dir/stderr.log", nginx_cmd($dir));
     wait_for_port($port) or BAIL_OUT(read_file("$dir/error.log"));

@@ -56,11 +56,7 @@ my $port = nginx_conf($dir, server => gzip_location($dir, path => '/slow',
     serve => "proxy_pass http://127.0.0.1:$up_port;",
     extra => 'add_header X-Span $spanprof_span_id;'));
 my $master = spawn({
-    OTEL_EXPORTER_OTLP_ENDPOINT => 'http://127.0.0.1:' . $recv->port,
-    SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => $INTERVAL,
-    SPLUNK_PROFILER_EXPORT_INTERVAL => '300',
-    OTEL_BSP_SCHEDULE_DELAY => '200',
+    $recv->snapshot_env(interval => $INTERVAL, schedule_delay => '200'),
 }, "$dir/stderr.log", nginx_cmd($dir));
 ok(wait_for_port($port), 'nginx listens')
     or BAIL_OUT(read_file("$dir/error.log"));
