@@ -1314,8 +1314,14 @@ spanprof_record(spanprof_request *sr, request_rec *last,
     h.protocol_version = version;
     h.protocol_version_len = version == NULL ? 0
                              : version[1] == '\0' ? 1 : 3;
-    /* The status logged (%>s); no log hook changes it or the connection. */
-    h.status = last->status < 400 && spanprof_client_gone(r) ? 499
+    /* The status logged (%>s); no log hook changes it or the connection.
+     * A 101's response was whole when it went: the tunnel after it (a
+     * proxied WebSocket) ends when either side closes, and mod_proxy
+     * marks the connection aborted when a write to a client that closed
+     * fails, as one does while the backend still sends. Not a client
+     * that gave up on a response. */
+    h.status = last->status < 400 && spanprof_client_gone(r)
+               && last->status != HTTP_SWITCHING_PROTOCOLS ? 499
                : last->status;
     h.method_len = spanprof_len(h.method);
     h.scheme_len = spanprof_len(h.scheme);

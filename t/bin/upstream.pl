@@ -20,8 +20,12 @@
 # "/dripN" in it gets its body as N lines, one every 100 ms, with no
 # Content-Length (a slowly streaming upstream). An HTTP request with an
 # Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
-# back until the other side closes. One connection at a time is enough for
-# the tests;
+# back until the other side closes; with "/ticks" in its URI, a line
+# "tick N" every 20 ms (for 30 s) whatever comes, until a write fails.
+# A request body (Content-Length or chunked; "100 Continue" first to an
+# "Expect: 100-continue") is read whole and recorded as body_length and
+# body_md5, or body_cut where the sender stopped before its end. One
+# connection at a time is enough for the tests;
 # prints "listening PORT" once it accepts.
 
 use strict;
@@ -31,6 +35,7 @@ use Getopt::Long;
 use IO::Handle;
 use IO::Socket::INET;
 use JSON::PP;
+use Digest::MD5 qw(md5_hex);
 
 my ($proto, $port, $out) = ('http', 0, undef);
 GetOptions('proto=s' => \$proto, 'port=i' => \$port, 'out=s' => \$out)
@@ -67,9 +72,10 @@ while (1) {
 }
 
 sub record {
-    my ($uri, $headers) = @_;
+    my ($uri, $headers, $more) = @_;
     print $log $json->encode({ proto => $proto, uri => $uri,
-                               headers => $headers }), "\n";
+                               headers => $headers, %{ $more // {} } }),
+               "\n";
     sleep($1 || 3) if $uri =~ m{/slow(\d*)};
 }
 
@@ -81,6 +87,33 @@ sub read_exact {
         die "short read\n" unless $got;
     }
     return $buf;
+}
+
+# A chunked request body, what came with the header ($$rest) first: the
+# body decoded. The trailer, if any, is read and dropped.
+sub read_chunked {
+    my ($c, $rest) = @_;
+    my ($buf, $body) = ($$rest, '');
+    my $line = sub {
+        while ($buf !~ /\r\n/) {
+            sysread $c, $buf, 65536, length $buf
+                or die "connection closed in a chunked body\n";
+        }
+        $buf =~ s/^(.*?)\r\n//s;
+        return $1;
+    };
+    while (1) {
+        my $size = hex(($line->() =~ /^([0-9a-fA-F]+)/)[0] // 0);
+        last unless $size;
+        while (length $buf < $size + 2) {
+            sysread $c, $buf, 65536, length $buf
+                or die "connection closed in a chunk\n";
+        }
+        $body .= substr $buf, 0, $size;
+        substr($buf, 0, $size + 2) = '';
+    }
+    1 while length $line->();
+    return $body;
 }
 
 sub add_variable_header {
@@ -107,12 +140,38 @@ sub serve_http {
     }
     my $length = $headers{'content-length'} ? $headers{'content-length'}[0]
                                             : 0;
-    read_exact($c, $length - length $rest) if $length > length $rest;
-    record($uri, \%headers);
+    my $chunked = join(',', @{ $headers{'transfer-encoding'} // [] })
+                  =~ /chunked/i;
+    print $c "HTTP/1.1 100 Continue\r\n\r\n"
+        if join(',', @{ $headers{expect} // [] }) =~ /^100-continue$/i
+           && ($length || $chunked);
+    # A body the client stopped sending (httpd gave up on it) is recorded
+    # too, as cut: the request's headers came.
+    my ($sent, $cut) = ('', 0);
+    eval {
+        $sent = $chunked ? read_chunked($c, \$rest) : $length ? $rest : '';
+        $sent .= read_exact($c, $length - length $rest)
+            if !$chunked && $length > length $rest;
+        1;
+    } or $cut = 1;
+    $rest = '' if $chunked || $length;
+    record($uri, \%headers,
+           { $cut ? (body_cut => 1) : (),
+             length $sent ? (body_length => length $sent,
+                             body_md5 => md5_hex($sent)) : () });
+    return if $cut;
     if ($headers{upgrade}) {
         print $c "HTTP/1.1 101 Switching Protocols\r\n"
                . "Upgrade: $headers{upgrade}[0]\r\nConnection: Upgrade\r\n\r\n";
         print $c $rest if length $rest;
+        if ($uri =~ m{/ticks}) {
+            $c->autoflush(1);
+            for my $i (1 .. 1500) {
+                print $c "tick $i\n" or last;
+                select(undef, undef, undef, 0.02);
+            }
+            return;
+        }
         while (sysread $c, my $buf, 65536) {
             print $c $buf or last;
         }
