@@ -211,14 +211,25 @@ is(read_file("$root/etc/apache2/mods-available/spanprof.load"),
    'httpd: spanprof.load');
 
 # --- the nginx maintainer scripts, against a private modules-enabled, with
-# a dpkg-trigger that records its call instead of talking to dpkg.
+# a dpkg-trigger and an invoke-rc.d that record their calls instead of
+# talking to dpkg and the init system (nginx "runs" while $dir/running
+# exists; its upgrade fails while $dir/upgrade-fails does).
 {
     my $en = "$dir/modules-enabled";
     my $bin = "$dir/fakebin";
     mkdir $en;
     mkdir $bin;
     write_file("$bin/dpkg-trigger", "#!/bin/sh\necho \"\$*\" >>$dir/triggers\n");
-    chmod 0755, "$bin/dpkg-trigger";
+    write_file("$bin/invoke-rc.d", <<"RCD");
+#!/bin/sh
+echo "\$*" >>$dir/rcd
+case "\$*" in
+*status) test -e $dir/running ;;
+*upgrade) test ! -e $dir/upgrade-fails ;;
+*) exit 0 ;;
+esac
+RCD
+    chmod 0755, "$bin/dpkg-trigger", "$bin/invoke-rc.d";
     my $link = "$en/50-mod-http-spanprof.conf";
     my $run = sub {
         my ($s, @args) = @_;
@@ -244,6 +255,39 @@ is(read_file("$root/etc/apache2/mods-available/spanprof.load"),
     $run->('postinst', 'configure', "$sp_version-1");
     ok(!-l $link, 'upgrade: an administrator\'s removal is kept');
     $run->('postinst', 'configure', '');
+
+    # nginx keeps a module it loaded across a reload: an upgrade while it
+    # runs is its online binary upgrade (a new master loads the new
+    # module), not the reload trigger; else, or when that fails, the
+    # trigger. A fresh install has nothing loaded to replace.
+    my $asked = sub {
+        my ($do) = @_;
+        unlink "$dir/rcd", "$dir/triggers";
+        my $err = $do->();
+        return (-e "$dir/rcd" ? read_file("$dir/rcd") : '',
+                -e "$dir/triggers" ? read_file("$dir/triggers") : '', $err);
+    };
+    write_file("$dir/running", '');
+    my ($rcd, $trig) = $asked->(sub { $run->('postinst', 'configure', "$sp_version-1") });
+    like($rcd, qr/^nginx upgrade$/m, 'upgrade, nginx running: its binary upgrade');
+    is($trig, '', 'and no reload trigger');
+    ($rcd, $trig) = $asked->(sub { $run->('postinst', 'configure', '') });
+    unlike($rcd, qr/upgrade/, 'fresh install, nginx running: no binary upgrade');
+    like($trig, qr/^--no-await nginx-reload$/m, 'but the reload trigger');
+    write_file("$dir/upgrade-fails", '');
+    my $script = "$dir/postinst.sh";
+    ($rcd, $trig, my $err) = $asked->(sub {
+        (run_cmd({ PATH => "$bin:$ENV{PATH}" }, 'sh', $script, 'configure',
+                 "$sp_version-1"))[1] });
+    like($rcd, qr/^nginx upgrade$/m, 'upgrade that fails: tried');
+    like($trig, qr/^--no-await nginx-reload$/m, 'then the reload trigger');
+    like($err, qr/nginx runs the module it loaded before this upgrade until it restarts/,
+         'and says nginx still runs the old module');
+    unlink "$dir/running", "$dir/upgrade-fails";
+    ($rcd, $trig) = $asked->(sub { $run->('postinst', 'configure', "$sp_version-1") });
+    unlike($rcd, qr/upgrade/, 'upgrade, nginx stopped: no binary upgrade');
+    like($trig, qr/^--no-await nginx-reload$/m, 'the reload trigger');
+
     # The directory nginx makes for the module's exporter path (earlier
     # builds: under its prefix).
     mkdir "$dir/nginx-prefix-spanprof";

@@ -415,4 +415,24 @@ for my $hold (300, 0) {
     ok(@records >= 1, 'so are profiles held for the next interval');
 }
 
+# --- a region laid out by a module of another spanprof version (nginx
+# keeps the module it loaded across the reload that follows a package
+# upgrade, and starts the new exporter from disk): the exporter cannot
+# read it and says why and what to do, not "start me from the server
+# module".
+
+{
+    my $rcv = Spanprof::Receiver->start(dir => $dir);
+    my $h = run_drive(dir => $dir, driver => $driver,
+        env => { base_env('http://127.0.0.1:' . $rcv->port) },
+        args => [qw(--samples 4 --spans 1 --hold-ms 0 --layout 999)]);
+    is($h->{exit}, 1, 'another layout: the exporter exits 1');
+    like($h->{stderr},
+         qr/error.*spanprof module is of another version than this exporter \(its shared memory has layout 999, this exporter reads layout \d+\).*restart or "service nginx upgrade" loads the new one/,
+         'and says the module is of another version, and what to do')
+        or diag($h->{stderr});
+    unlike($h->{stderr}, qr/no usable region/, 'not a region it cannot use');
+    is(scalar(spans($rcv->requests)), 0, 'nothing exported');
+}
+
 done_testing;

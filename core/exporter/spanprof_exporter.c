@@ -256,6 +256,7 @@ main(int argc, char **argv)
     char                logs_url[SP_OTLP_HOST_MAX + 16];
     char                traces_url[SP_OTLP_HOST_MAX + 16];
     int                 fd;
+    uint32_t            layout;
     sp_status           st;
 
     (void)argc;
@@ -275,12 +276,29 @@ main(int argc, char **argv)
     sp_config_complete(c, sp_env, NULL, sp_warn, NULL);
 
     fd = fd_text != NULL ? atoi(fd_text) : -1;
-    if (fd < 0 || sp_shm_open_fd(fd, &shm) != SP_OK
-        || sp_region_attach(shm.base, shm.size, &region) != SP_OK)
-    {
-        snprintf(msg, sizeof(msg), "no usable region on descriptor %s=%s: "
-                 "start me from the server module", SP_SHM_FD_ENV,
-                 fd_text != NULL ? fd_text : "(unset)");
+    layout = 0;
+    st = fd < 0 ? SP_ERR_INVALID : sp_shm_open_fd(fd, &shm);
+    if (st == SP_OK) {
+        st = sp_region_attach(shm.base, shm.size, &region);
+        if (st != SP_OK) {
+            layout = sp_region_layout(shm.base, shm.size);
+        }
+    }
+    if (st != SP_OK) {
+        if (layout != 0 && layout != SP_RING_LAYOUT_VERSION) {
+            snprintf(msg, sizeof(msg), "the server's spanprof module is of "
+                     "another version than this exporter (its shared memory "
+                     "has layout %u, this exporter reads layout %u), so "
+                     "nothing it records can be exported: run the module "
+                     "installed with this exporter (after an upgrade, nginx "
+                     "keeps the module it loaded across reloads: a restart "
+                     "or \"service nginx upgrade\" loads the new one)",
+                     (unsigned)layout, (unsigned)SP_RING_LAYOUT_VERSION);
+        } else {
+            snprintf(msg, sizeof(msg), "no usable region on descriptor "
+                     "%s=%s: start me from the server module",
+                     SP_SHM_FD_ENV, fd_text != NULL ? fd_text : "(unset)");
+        }
         sp_say(SP_LOG_ERROR, msg);
         sp_config_destroy(c);
         return 1;

@@ -147,6 +147,15 @@ SP_API sp_status sp_region_init(void *mem, size_t size, uint32_t slots,
  */
 SP_API sp_status sp_region_attach(void *mem, size_t size, sp_region **out);
 
+/*
+ * The layout version in the header of the region in mem, whatever it is:
+ * 0 when mem holds no region (no magic, or too small). What tells an
+ * exporter that sp_region_attach refused a region because a module of
+ * another spanprof version laid it out (nginx keeps the module it loaded
+ * across a reload, while the exporter is started anew from disk).
+ */
+SP_API uint32_t sp_region_layout(const void *mem, size_t size);
+
 /* Frees the handle; the shared memory is left as it is. NULL is ignored. */
 SP_API void sp_region_detach(sp_region *region);
 

@@ -319,6 +319,18 @@ sp_region_init(void *mem, size_t size, uint32_t slots, size_t ring_bytes)
     return SP_OK;
 }
 
+uint32_t
+sp_region_layout(const void *mem, size_t size)
+{
+    sp_region_hdr h;
+
+    if (mem == NULL || size < sizeof(h)) {
+        return 0;
+    }
+    memcpy(&h, mem, offsetof(sp_region_hdr, slots));
+    return h.magic == SP_REGION_MAGIC ? h.version : 0;
+}
+
 sp_status
 sp_region_attach(void *mem, size_t size, sp_region **out)
 {

@@ -325,6 +325,34 @@ attach_rejects_each_bad_header_field(void **state)
     free(mem);
 }
 
+/*
+ * An exporter told apart a region of another spanprof version, which
+ * attach refuses as any bad one, to say so.
+ */
+static void
+layout_is_read_from_any_region_with_the_magic(void **state)
+{
+    size_t         size = sp_region_size(2, 4096);
+    unsigned char *mem;
+    sp_region     *region = NULL;
+    uint32_t       other = SP_RING_LAYOUT_VERSION + 7;
+
+    (void)state;
+    assert_int_equal(posix_memalign((void **)&mem, 64, size), 0);
+    memset(mem, 0, size);
+    assert_int_equal(sp_region_layout(mem, size), 0);
+    assert_int_equal(sp_region_init(mem, size, 2, 4096), SP_OK);
+    assert_int_equal(sp_region_layout(mem, size), SP_RING_LAYOUT_VERSION);
+    assert_int_equal(sp_region_layout(mem, 8), 0);
+    assert_int_equal(sp_region_layout(NULL, size), 0);
+    memcpy(mem + 8, &other, 4);
+    assert_int_equal(sp_region_layout(mem, size), other);
+    assert_int_equal(sp_region_attach(mem, size, &region), SP_ERR_INVALID);
+    set_u64(mem, 0x474e495250535054ull);
+    assert_int_equal(sp_region_layout(mem, size), 0);
+    free(mem);
+}
+
 static void
 attach_survives_random_headers(void **state)
 {
@@ -1884,6 +1912,7 @@ main(void)
         cmocka_unit_test(region_size_follows_its_limits),
         cmocka_unit_test(init_and_attach_check_their_arguments),
         cmocka_unit_test(attach_rejects_each_bad_header_field),
+        cmocka_unit_test(layout_is_read_from_any_region_with_the_magic),
         cmocka_unit_test(attach_survives_random_headers),
         cmocka_unit_test(records_come_out_in_order_and_intact),
         cmocka_unit_test(bad_types_are_refused_and_not_counted),

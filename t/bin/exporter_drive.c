@@ -9,7 +9,7 @@
  *   exporter_drive --exporter PATH [--samples N] [--spans N]
  *       [--source snapshot|continuous] [--for-ms MS] [--every-ms MS]
  *       [--flood-ms MS] [--hold-ms MS] [--slots N] [--ring-bytes N]
- *       [--second live|frozen] [--no-stop]
+ *       [--second live|frozen] [--layout N] [--no-stop]
  *
  * --samples/--spans are written at once, or spread over --for-ms in
  * batches every --every-ms; --flood-ms writes as fast as it can for that
@@ -21,6 +21,8 @@
  * and stops it at once (SIGTERM), as a reload then a stop do; "frozen"
  * stops the first (SIGSTOP) meanwhile and writes a span it cannot read,
  * and lets it go (SIGCONT) when the second has exited.
+ * --layout writes N as the region's layout version before the exporter
+ * starts (the driver attached before), as a module of another version.
  * SIGUSR1 ends the spread writes, the flood and the hold at once: a test
  * that polls for what it needs stops the exporter as soon as it has it,
  * however slow the machine.
@@ -291,7 +293,7 @@ int
 main(int argc, char **argv)
 {
     const char *exporter = NULL;
-    uint32_t    samples = 0, spans = 0, slots = 4;
+    uint32_t    samples = 0, spans = 0, slots = 4, layout = 0;
     uint64_t    ring_bytes = 1 << 20, for_ms = 0, every_ms = 100;
     uint64_t    flood_ms = 0, hold_ms = 0, stop_ms;
     uint8_t     source = SP_SOURCE_SNAPSHOT;
@@ -329,6 +331,7 @@ main(int argc, char **argv)
         else if (strcmp(a, "--ring-bytes") == 0)
             ring_bytes = strtoull(v, NULL, 10);
         else if (strcmp(a, "--second") == 0) second = v;
+        else if (strcmp(a, "--layout") == 0) layout = (uint32_t)atol(v);
         else if (strcmp(a, "--source") == 0)
             source = strcmp(v, "continuous") == 0 ? SP_SOURCE_CONTINUOUS
                                                   : SP_SOURCE_SNAPSHOT;
@@ -349,6 +352,12 @@ main(int argc, char **argv)
     {
         fprintf(stderr, "exporter_drive: no region\n");
         return 1;
+    }
+
+    /* A module of another spanprof version laid the region out: the
+     * version field only, as such a module's header would differ. */
+    if (layout != 0) {
+        memcpy((unsigned char *)shm.base + 8, &layout, sizeof(layout));
     }
 
     memset(&l, 0, sizeof(l));
