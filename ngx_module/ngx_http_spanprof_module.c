@@ -9,8 +9,9 @@
  * request's entry span starts in the POST_READ phase and ends with the main
  * request's pool; its trace headers are given to upstreams by rewriting
  * the request's own headers before the content phase, so proxy, fastcgi,
- * uwsgi and grpc pass them on. Every phase checker and our filters at the
- * top of both chains tell the sampler whose work runs now. The exporter is
+ * uwsgi and grpc pass them on. Every phase checker, our filters at the
+ * top of the three chains and a profiled request's client connection
+ * events tell the sampler whose work runs now. The exporter is
  * started and watched by a cache-manager-style path manager that the
  * master spawns, respawns and replaces on reload.
  */
@@ -161,6 +162,9 @@ static ngx_uint_t                  ngx_http_spanprof_nprofiled;
  * profiled are watched too, so that their samples carry their ids. */
 static ngx_uint_t                  ngx_http_spanprof_continuous;
 static ngx_uint_t                  ngx_http_spanprof_nested;
+/* nginx's ngx_http_request_handler (static there), as a request's client
+ * connection has it for both events from its phases on. */
+static ngx_event_handler_pt        ngx_http_spanprof_request_handler;
 static ngx_pid_t                   ngx_http_spanprof_exporter = -1;
 static ngx_msec_t                  ngx_http_spanprof_exporter_stop;
 static ngx_flag_t                  ngx_http_spanprof_at_exit;
@@ -175,6 +179,7 @@ static char                        ngx_http_spanprof_scratch[
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
 static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
+static ngx_http_request_body_filter_pt   ngx_http_next_request_body_filter;
 
 
 static void *ngx_http_spanprof_create_main_conf(ngx_conf_t *cf);
@@ -215,6 +220,8 @@ static ngx_http_spanprof_ctx_t *ngx_http_spanprof_get_ctx(
 static void ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx);
 static void ngx_http_spanprof_watch(ngx_http_spanprof_ctx_t *ctx);
 static void ngx_http_spanprof_unwatch(ngx_http_spanprof_ctx_t *ctx);
+static void ngx_http_spanprof_wrap(ngx_connection_t *c);
+static void ngx_http_spanprof_event(ngx_event_t *ev);
 static ngx_int_t ngx_http_spanprof_checker(ngx_http_request_t *r,
     ngx_http_phase_handler_t *ph);
 static ngx_inline ngx_http_spanprof_ctx_t *ngx_http_spanprof_begin(
@@ -259,6 +266,8 @@ static ngx_inline void ngx_http_spanprof_record(
     ngx_http_spanprof_ctx_t *ctx);
 static void ngx_http_spanprof_cache_free(void *data);
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_request_body_filter(
+    ngx_http_request_t *r, ngx_chain_t *in);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_int_t ngx_http_spanprof_variable(ngx_http_request_t *r,
@@ -1086,6 +1095,10 @@ ngx_http_spanprof_init(ngx_conf_t *cf)
 
         ngx_http_next_body_filter = ngx_http_top_body_filter;
         ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
+
+        ngx_http_next_request_body_filter = ngx_http_top_request_body_filter;
+        ngx_http_top_request_body_filter =
+                                      ngx_http_spanprof_request_body_filter;
     }
 
     return ngx_http_spanprof_add_exporter_path(cf, smcf);
@@ -1829,13 +1842,16 @@ ngx_http_spanprof_watch(ngx_http_spanprof_ctx_t *ctx)
     }
 
     ctx->watched = 1;
+
+    ngx_http_spanprof_wrap(ctx->request->connection);
 }
 
 
 static void
 ngx_http_spanprof_unwatch(ngx_http_spanprof_ctx_t *ctx)
 {
-    ngx_uint_t  i;
+    ngx_uint_t         i;
+    ngx_connection_t  *c;
 
     if (!ctx->watched) {
         return;
@@ -1843,12 +1859,77 @@ ngx_http_spanprof_unwatch(ngx_http_spanprof_ctx_t *ctx)
 
     ctx->watched = 0;
 
+    /* Never left to a later request of the connection, or to what nginx
+     * makes of it (keep-alive, lingering close, a recycled HTTP/2
+     * stream): its data is no request of ours then. */
+    c = ctx->request->connection;
+
+    if (c->read->handler == ngx_http_spanprof_event) {
+        c->read->handler = ngx_http_spanprof_request_handler;
+    }
+
+    if (c->write->handler == ngx_http_spanprof_event) {
+        c->write->handler = ngx_http_spanprof_request_handler;
+    }
+
     if (--ngx_http_spanprof_nprofiled == 0) {
         for (i = 0; i < ngx_http_spanprof_nphases; i++) {
             ngx_http_spanprof_phase_base[i].checker =
                                               ngx_http_spanprof_checkers[i];
         }
     }
+}
+
+
+/*
+ * A watched request's client connection events, ours while it lives: what
+ * runs in them outside its phases and filters is its work too (its body
+ * read as it comes, to a temporary file or an upstream, then the
+ * handler that waited for it; a body discarded; a tunnel's client
+ * side). nginx sets both to its request handler before the phases begin,
+ * and to another one of its own when the request is done with them
+ * (keep-alive, lingering close), or again to its request handler (a
+ * special response: the request's later events are then nginx's).
+ */
+static void
+ngx_http_spanprof_wrap(ngx_connection_t *c)
+{
+    if (c->read->handler != c->write->handler
+        || c->read->handler == ngx_http_spanprof_event)
+    {
+        return;
+    }
+
+    if (ngx_http_spanprof_request_handler == NULL) {
+        ngx_http_spanprof_request_handler = c->read->handler;
+
+    } else if (c->read->handler != ngx_http_spanprof_request_handler) {
+        return;
+    }
+
+    c->read->handler = ngx_http_spanprof_event;
+    c->write->handler = ngx_http_spanprof_event;
+}
+
+
+/* nginx's request handler, for the request of c->data (the main request
+ * or one of its subrequests), as a checker runs a phase. */
+static void
+ngx_http_spanprof_event(ngx_event_t *ev)
+{
+    ngx_connection_t         *c;
+    ngx_http_spanprof_ctx_t  *prev;
+
+    c = ev->data;
+    prev = ngx_http_spanprof_current;
+
+    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(c->data));
+
+    ngx_http_spanprof_nested++;
+    ngx_http_spanprof_request_handler(ev);
+    ngx_http_spanprof_nested--;
+
+    ngx_http_spanprof_switch(prev);
 }
 
 
@@ -3231,6 +3312,36 @@ ngx_http_spanprof_header_filter(ngx_http_request_t *r)
 
     ngx_http_spanprof_nested++;
     rc = ngx_http_next_header_filter(r);
+    ngx_http_spanprof_nested--;
+
+    ngx_http_spanprof_switch(prev);
+
+    return rc;
+}
+
+
+/*
+ * An HTTP/2 request's body comes in the connection's read handler, with
+ * the frames of all its streams: what the filters do with a stream's
+ * data (to a temporary file) is that request's work. Over HTTP/1.x it
+ * runs in the request's own events, ours already when it is watched.
+ */
+static ngx_int_t
+ngx_http_spanprof_request_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in)
+{
+    ngx_int_t                 rc;
+    ngx_http_spanprof_ctx_t  *prev;
+
+    if (ngx_http_spanprof_nprofiled == 0) {
+        return ngx_http_next_request_body_filter(r, in);
+    }
+
+    prev = ngx_http_spanprof_current;
+    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
+
+    ngx_http_spanprof_nested++;
+    rc = ngx_http_next_request_body_filter(r, in);
     ngx_http_spanprof_nested--;
 
     ngx_http_spanprof_switch(prev);

@@ -2,9 +2,12 @@
 # A test upstream that records what nginx (or httpd) forwards to it.
 #
 #   upstream.pl --proto http|fastcgi|uwsgi|ajp --port PORT --out FILE
+#               [--status N]
 #
 # Each request becomes one JSON line in FILE, written before the answer:
 #   { "proto", "uri", "headers": { lowercase name: [values...] } }
+# and, for an HTTP request with a body (a Content-Length, or chunked:
+# decoded), "body_bytes" and "body_md5" (hex) of that body.
 # FastCGI and uwsgi carry headers as HTTP_* variables; they are turned back
 # into header names (HTTP_TRACE_PARENT -> trace-parent); AJP13 (mod_proxy_ajp)
 # names the common ones by code. The answer is 200
@@ -18,7 +21,11 @@
 # "v1"; with "/echo" in it, each traceparent the request came with is
 # echoed in an echo-traceparent response header. Over HTTP, a URI with
 # "/dripN" in it gets its body as N lines, one every 100 ms, with no
-# Content-Length (a slowly streaming upstream). An HTTP request with an
+# Content-Length (a slowly streaming upstream). Over HTTP, a URI with
+# "/accel" followed by a "/" or "@" gets an X-Accel-Redirect header with
+# the rest of the URI ("/x/accel/in/f?a=1": "/in/f?a=1", "/accel@n":
+# "@n"). With --status N, every HTTP answer has status N (an upstream
+# that fails, for proxy_next_upstream). An HTTP request with an
 # Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
 # back until the other side closes; with "/ticks" in its URI, a line
 # "tick N" every 20 ms (for 30 s) whatever comes, until a write fails.
@@ -31,15 +38,17 @@
 use strict;
 use warnings;
 
+use Digest::MD5 qw(md5_hex);
 use Getopt::Long;
 use IO::Handle;
 use IO::Socket::INET;
 use JSON::PP;
-use Digest::MD5 qw(md5_hex);
 
-my ($proto, $port, $out) = ('http', 0, undef);
-GetOptions('proto=s' => \$proto, 'port=i' => \$port, 'out=s' => \$out)
-    or die "usage: $0 --proto http|fastcgi|uwsgi|ajp --port PORT --out FILE\n";
+my ($proto, $port, $out, $answer_status) = ('http', 0, undef, 0);
+GetOptions('proto=s' => \$proto, 'port=i' => \$port, 'out=s' => \$out,
+           'status=i' => \$answer_status)
+    or die "usage: $0 --proto http|fastcgi|uwsgi|ajp --port PORT --out FILE"
+         . " [--status N]\n";
 die "--out is required\n" unless defined $out;
 
 my %serve = (http => \&serve_http, fastcgi => \&serve_fastcgi,
@@ -189,7 +198,7 @@ sub serve_http {
         return;
     }
     my $body = "upstream http\n";
-    my $status = $uri =~ m{/status(\d{3})} ? $1 : 200;
+    my $status = $answer_status || ($uri =~ m{/status(\d{3})} ? $1 : 200);
     my $range = '';
     if ($uri =~ m{/size(\d+)}) {
         my $size = $1;
@@ -203,6 +212,7 @@ sub serve_http {
         }
     }
     my $extra = $range;
+    $extra .= "X-Accel-Redirect: $1\r\n" if $uri =~ m{/accel([/\@].*)$};
     if ($uri =~ m{/cache(\d+)}) {
         $extra .= "Cache-Control: max-age=$1\r\nETag: \"v1\"\r\n";
         if (($headers{'if-none-match'}[0] // '') eq '"v1"') {

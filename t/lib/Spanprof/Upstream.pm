@@ -7,6 +7,7 @@ package Spanprof::Upstream;
 # waiting and stopping: an upstream is stopped when its object goes away.
 #
 #   my $up = Spanprof::Upstream->start(dir => $dir, proto => 'fastcgi');
+#   my $bad = Spanprof::Upstream->start(dir => $dir, status => 502);
 #   ... $up->port ...
 #   my $req = $up->wait_request(1);   # the first request: { uri, headers }
 #   $req->{headers}{traceparent}[0]
@@ -40,6 +41,8 @@ sub start {
         ? ('node', top_dir() . '/t/bin/grpc_upstream.js')
         : ($^X, top_dir() . '/t/bin/upstream.pl', '--proto', $proto);
     push @cmd, '--port', $self->{port}, '--out', $self->{out};
+    # every answer with that status (upstream.pl, HTTP)
+    push @cmd, '--status', $o{status} if $o{status};
 
     $self->{pid} = spawn(undef, $self->{stdout}, @cmd);
     $self->wait_listening(15) and return $self;
