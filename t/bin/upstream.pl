@@ -6,8 +6,7 @@
 #
 # Each request becomes one JSON line in FILE, written before the answer:
 #   { "proto", "uri", "headers": { lowercase name: [values...] } }
-# and, for an HTTP request with a body (a Content-Length, or chunked:
-# decoded), "body_bytes" and "body_md5" (hex) of that body.
+# and, for an HTTP request with a body, what is said of it below.
 # FastCGI and uwsgi carry headers as HTTP_* variables; they are turned back
 # into header names (HTTP_TRACE_PARENT -> trace-parent); AJP13 (mod_proxy_ajp)
 # names the common ones by code. The answer is 200
