@@ -299,8 +299,12 @@ sub check {
     is(attr($s, 'url.path'), $o{path}, "$what: url.path $o{path}");
     is(attr($s, 'network.protocol.version'), $o{h2} ? '2' : '1.1',
        "$what: network.protocol.version");
+    # Not to the millisecond: $request_time is between nginx's cached
+    # times, each as old as the event loop's turn (long on a busy
+    # machine). What it catches: a span ended at another event, a
+    # keep-alive or lingering close, a timeout (seconds).
     my $lasted = ($s->{endTimeUnixNano} - $s->{startTimeUnixNano}) / 1e9;
-    ok(abs($lasted - $l->{request_time}) < 0.25,
+    ok(abs($lasted - $l->{request_time}) < 1,
        "$what: the span lasts as \$request_time ($lasted s,"
        . " $l->{request_time})");
     for my $kv (@{ $o{attrs} // [] }) {
