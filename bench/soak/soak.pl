@@ -27,6 +27,17 @@
 # samples read an objects table too (else its profiles name nothing).
 # Exit status 1 when an invariant broke or a client request failed.
 # SOAK_LOG=FILE keeps a copy of the server's error log.
+#
+# SOAK_WRK=N: the load is wrk (-t1 -cN, keep-alive, as fast as it goes,
+# the three paths in turn) instead. SOAK_PROBABILITY=P: no baggage;
+# the server selects requests with SPLUNK_SNAPSHOT_SELECTION_PROBABILITY.
+# SOAK_COLLECTOR=down: no receiver for the whole run (the endpoint is a
+# closed port). SOAK_PIDS=1: each sample also lists every process (RSS,
+# descriptors). Each new exporter counters line is printed as it comes.
+# At the end, the growth per minute of each column after SOAK_WARMUP
+# seconds (120), over that whole part and over its two halves (a leak
+# grows in both; what levels off, in the first only), and of each process
+# seen in 3 samples or more after the warm-up.
 
 use strict;
 use warnings;
@@ -37,8 +48,8 @@ use lib "$FindBin::Bin/../../t/lib";
 use List::Util qw(max sum0);
 use Time::HiRes qw(sleep time);
 
-use Spanprof::Server qw(new_dir write_file read_file spawn wait_for_port
-                        stop nginx_conf nginx_cmd httpd_conf httpd_cmd
+use Spanprof::Server qw(free_port new_dir write_file read_file spawn
+                        wait_for_port stop nginx_conf nginx_cmd httpd_conf httpd_cmd
                         bench_files bench_nginx_server);
 use Spanprof::Receiver;
 use Spanprof::Procs qw(family fd_count load_start load_stop);
@@ -52,6 +63,11 @@ my $EVERY = $ENV{SOAK_EVERY} // 5;
 my $CLIENTS = $ENV{SOAK_CLIENTS} // 3;
 my $PAUSE = ($ENV{SOAK_PAUSE_MS} // 10) / 1000;
 my $CONTINUOUS_MS = $ENV{SOAK_CONTINUOUS_MS} // 20;
+my $WRK = $ENV{SOAK_WRK} // 0;
+my $PROBABILITY = $ENV{SOAK_PROBABILITY};
+my $DOWN = ($ENV{SOAK_COLLECTOR} // '') eq 'down';
+my $WARMUP = $ENV{SOAK_WARMUP} // 120;
+$OUTAGE_AT = 0 if $DOWN;
 die "usage: $0 nginx|httpd [SECONDS]\n" unless $server =~ /^(nginx|httpd)$/;
 
 my @PATHS = ('/small.html', '/proxy/small.html', '/big.txt');
@@ -69,9 +85,9 @@ my $up = nginx_conf($updir, module => 0, log_level => 'warn',
 my $uppid = spawn(undef, "$updir/stderr.log", nginx_cmd($updir));
 wait_for_port($up) or die "the upstream did not start\n";
 
-my $recv = Spanprof::Receiver->start(dir => $dir,
-                                     args => [ '--decode', 'no' ]);
-my $rport = $recv->port;
+my $recv = $DOWN ? undef
+    : Spanprof::Receiver->start(dir => $dir, args => [ '--decode', 'no' ]);
+my $rport = $recv ? $recv->port : free_port();
 
 my ($port, @cmd);
 if ($server eq 'nginx') {
@@ -107,6 +123,8 @@ my %env = (
     SPLUNK_PROFILER_ENABLED => 'true',
     SPLUNK_PROFILER_CALL_STACK_INTERVAL => $CONTINUOUS_MS,
     SPANPROF_COUNTERS_INTERVAL_MS => $ENV{SOAK_COUNTERS_MS} // 10000,
+    defined $PROBABILITY
+        ? (SPLUNK_SNAPSHOT_SELECTION_PROBABILITY => $PROBABILITY) : (),
 );
 my $master = spawn(\%env, "$dir/stderr.log", @cmd);
 wait_for_port($port, 20)
@@ -114,13 +132,26 @@ wait_for_port($port, 20)
 
 # ---- load: each client GETs the paths in turn, gzip accepted, every
 # third request selected.
-my $clients = load_start($port, $CLIENTS, sub {
-    my ($c, $n) = @_;
-    sleep $PAUSE if $PAUSE > 0 && $n > 1;
-    my $v = ($n + $c) % 3 == 0 ? 'highest' : 'off';
-    return ($PATHS[$n % @PATHS], 'Accept-Encoding: gzip',
-            "baggage: splunk.trace.snapshot.volume=$v");
-});
+my ($clients, $wrk);
+if ($WRK) {
+    write_file("$dir/mix.lua", 'local paths = { "' . join('", "', @PATHS)
+        . "\" }\nlocal i = 0\nrequest = function()\n"
+        . "    i = i % #paths + 1\n"
+        . "    return wrk.format(\"GET\", paths[i])\nend\n");
+    $wrk = spawn(undef, "$dir/wrk.out", 'wrk', '-t1', "-c$WRK",
+                 "-d${SECONDS}s", '-s', "$dir/mix.lua",
+                 '-H', 'Accept-Encoding: gzip', "http://127.0.0.1:$port/");
+} else {
+    $clients = load_start($port, $CLIENTS, sub {
+        my ($c, $n) = @_;
+        sleep $PAUSE if $PAUSE > 0 && $n > 1;
+        return ($PATHS[$n % @PATHS], 'Accept-Encoding: gzip')
+            if defined $PROBABILITY;
+        my $v = ($n + $c) % 3 == 0 ? 'highest' : 'off';
+        return ($PATHS[$n % @PATHS], 'Accept-Encoding: gzip',
+                "baggage: splunk.trace.snapshot.volume=$v");
+    });
+}
 
 # ---- watching
 sub status {
@@ -152,7 +183,7 @@ sub received {
                 glob("$dir/receiver-*.jsonl"));
 }
 
-my @rows;
+my (@rows, %per_pid, $log_at);
 my @head = qw(t exp_pid exp_rss exp_hwm exp_fds exp_thr workers wrk_rss
               wrk_fds mst_fds mst_rss memfd_ino memfd_fds otlp_reqs);
 printf "%s\n", join "\t", @head;
@@ -175,6 +206,24 @@ sub sample {
         memfds($master, map { $_->{pid} } @f), received());
     push @rows, \@row;
     printf "%s\n", join "\t", @row;
+    for my $p ($master, map { $_->{pid} } $exp // (), @w) {
+        my $s = $p == $master ? $ms : status($p);
+        my $fds = fd_count($p);
+        next unless $s->{VmRSS} && $fds >= 0;
+        my $role = $p == $master ? 'master'
+            : $exp && $p == $exp->{pid} ? 'exporter' : 'worker';
+        push @{ $per_pid{"$role $p"} }, [ $t, $s->{VmRSS}, $fds ];
+        printf "# pid %d %s rss %d fds %d\n", $p, $role, $s->{VmRSS}, $fds
+            if $ENV{SOAK_PIDS};
+    }
+    # The exporters' counters lines logged since the last sample.
+    if (open my $fh, '<', "$dir/error.log") {
+        seek $fh, $log_at // 0, 0;
+        while (<$fh>) {
+            print "# $1\n" if /spanprof-exporter: (counters: .*)/;
+        }
+        $log_at = tell $fh;
+    }
 }
 
 my $t0 = time;
@@ -207,10 +256,25 @@ while ((my $t = time - $t0) < $SECONDS) {
 }
 sample(time - $t0);
 
-my ($n, $bad) = load_stop($clients);
+my ($n, $bad);
+if ($wrk) {
+    waitpid $wrk, 0;
+    my $out = read_file("$dir/wrk.out");
+    ($n) = $out =~ /(\d+) requests in/;
+    my ($non2xx) = $out =~ /Non-2xx or 3xx responses:\s+(\d+)/;
+    my ($errors) = $out =~ /Socket errors:(.*)/;
+    # A read error is a keep-alive connection the old workers closed at
+    # a reload as the request went: nginx does that without the module.
+    $bad = ($non2xx // 0)
+        + sum0(($errors // '') =~ /(?:connect|timeout) (\d+)/g);
+    print "# wrk: $_\n" for grep { /requests in|Socket errors|Non-2xx/ }
+        split /\n/, $out;
+} else {
+    ($n, $bad) = load_stop($clients);
+}
 stop($master);
 stop($uppid);
-$recv->stop;
+$recv->stop if $recv;
 
 # ---- the exporters' counters
 my @broken;
@@ -245,5 +309,34 @@ print "# last counters of the last exporter: ",
 if (my $keep = $ENV{SOAK_LOG}) {
     write_file($keep, read_file("$dir/error.log"));
     print "# error log copied to $keep\n";
+}
+# ---- growth per minute after the warm-up: least squares slope of the
+# column over [from, to] seconds.
+sub slope {
+    my ($pts, $from, $to) = @_;
+    my @p = grep { $_->[0] >= $from && $_->[0] <= $to
+                   && $_->[1] =~ /^\d+$/ } @$pts;
+    return '-' if @p < 3;
+    my $mx = sum0(map { $_->[0] } @p) / @p;
+    my $my = sum0(map { $_->[1] } @p) / @p;
+    my $sxx = sum0(map { ($_->[0] - $mx) ** 2 } @p) or return '-';
+    return sprintf '%+.1f',
+        60 * sum0(map { ($_->[0] - $mx) * ($_->[1] - $my) } @p) / $sxx;
+}
+my ($end, $mid) = ($rows[-1][0], ($WARMUP + $rows[-1][0]) / 2);
+print "# growth per minute after ${WARMUP} s (whole, first half, second "
+    . "half); KiB for rss, descriptors for fds:\n";
+for my $col (qw(exp_rss exp_fds wrk_rss wrk_fds mst_rss mst_fds)) {
+    my ($i) = grep { $head[$_] eq $col } 0 .. $#head;
+    my @pts = map { [ $_->[0], $_->[$i] ] } @rows;
+    printf "#   %-8s %8s %8s %8s\n", $col, slope(\@pts, $WARMUP, $end),
+        slope(\@pts, $WARMUP, $mid), slope(\@pts, $mid, $end);
+}
+for my $k (sort keys %per_pid) {
+    my @s = grep { $_->[0] >= $WARMUP } @{ $per_pid{$k} };
+    next if @s < 3;
+    printf "#   %-16s rss %6d..%6d %8s/min, fds %3d..%3d %6s/min\n", $k,
+        $s[0][1], $s[-1][1], slope([ map { [ @$_[0, 1] ] } @s ], 0, 1e9),
+        $s[0][2], $s[-1][2], slope([ map { [ @$_[0, 2] ] } @s ], 0, 1e9);
 }
 exit(@broken || $bad ? 1 : 0);

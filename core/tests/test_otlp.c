@@ -5,6 +5,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "perftools/profiles/profile.pb-c.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <zlib.h>
@@ -1040,6 +1041,37 @@ flatten(const sp_otlp_request *r, sp_buf *out)
     assert_int_equal(total, out->len);
 }
 
+/*
+ * The queue's bound (SPANPROF_EXPORTER_MAX_BYTES) counts requests' lengths:
+ * a buffer taken must not keep the room it was given to grow into (the
+ * soak, collector down: the queue's heap was 2.1 times its length).
+ */
+static void
+request_takes_no_more_memory_than_its_bytes(void **state)
+{
+    sp_otlp_request *r = NULL;
+    sp_buf           b = SP_BUF_INIT(0);
+    uint8_t          text[5000];
+    const uint8_t   *p;
+    size_t           n, i;
+
+    (void)state;
+    for (i = 0; i < sizeof(text); i++) {
+        text[i] = (uint8_t)(i * 7);
+    }
+    assert_int_equal(sp_otlp_request_create(&r), SP_OK);
+    assert_int_equal(sp_buf_reserve(&b, 64 * 1024), SP_OK);
+    sp_buf_append(&b, text, sizeof(text));
+    assert_int_equal(sp_otlp_request_take(r, &b), SP_OK);
+    assert_null(b.data);
+    p = sp_otlp_request_piece(r, 0, &n);
+    assert_int_equal(n, sizeof(text));
+    assert_memory_equal(p, text, sizeof(text));
+    assert_true(malloc_usable_size((void *)p) < sizeof(text) + 1024);
+    assert_int_equal(sp_otlp_request_len(r), sizeof(text));
+    sp_otlp_request_unref(r);
+}
+
 static void
 request_copies_join_and_buffers_move(void **state)
 {
@@ -1542,6 +1574,7 @@ main(void)
         cmocka_unit_test(reset_gives_what_a_new_builder_gives),
         cmocka_unit_test(span_bytes_are_what_protobuf_c_writes),
         cmocka_unit_test(request_copies_join_and_buffers_move),
+        cmocka_unit_test(request_takes_no_more_memory_than_its_bytes),
         cmocka_unit_test(taken_traces_are_what_serialize_writes),
         cmocka_unit_test(taken_logs_are_what_serialize_writes),
         cmocka_unit_test(resources_kept_between_requests_stay_right),
