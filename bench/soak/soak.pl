@@ -32,7 +32,8 @@
 # the three paths in turn) instead. SOAK_PROBABILITY=P: no baggage;
 # the server selects requests with SPLUNK_SNAPSHOT_SELECTION_PROBABILITY.
 # SOAK_COLLECTOR=down: no receiver for the whole run (the endpoint is a
-# closed port). SOAK_PIDS=1: each sample also lists every process (RSS,
+# closed port). SOAK_INTERVAL_MS: the snapshot interval (10; 1 fills the
+# exporter's queue the fastest). SOAK_PIDS=1: each sample also lists every process (RSS,
 # descriptors). Each new exporter counters line is printed as it comes.
 # At the end, the growth per minute of each column after SOAK_WARMUP
 # seconds (120), over that whole part and over its two halves (a leak
@@ -119,7 +120,7 @@ my %env = (
     OTEL_EXPORTER_OTLP_ENDPOINT => "http://127.0.0.1:$rport",
     OTEL_SERVICE_NAME => "soak-$server",
     SPLUNK_SNAPSHOT_PROFILER_ENABLED => 'true',
-    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => '10',
+    SPLUNK_SNAPSHOT_SAMPLING_INTERVAL => $ENV{SOAK_INTERVAL_MS} // '10',
     SPLUNK_PROFILER_ENABLED => 'true',
     SPLUNK_PROFILER_CALL_STACK_INTERVAL => $CONTINUOUS_MS,
     SPANPROF_COUNTERS_INTERVAL_MS => $ENV{SOAK_COUNTERS_MS} // 10000,
