@@ -218,6 +218,9 @@ static ngx_inline void *ngx_http_spanprof_cleanup_data(ngx_pool_t *pool,
 static ngx_http_spanprof_ctx_t *ngx_http_spanprof_get_ctx(
     ngx_http_request_t *r);
 static void ngx_http_spanprof_switch(ngx_http_spanprof_ctx_t *ctx);
+static ngx_inline ngx_http_spanprof_ctx_t *ngx_http_spanprof_enter(
+    ngx_http_spanprof_ctx_t *ctx);
+static ngx_inline void ngx_http_spanprof_leave(ngx_http_spanprof_ctx_t *prev);
 static void ngx_http_spanprof_watch(ngx_http_spanprof_ctx_t *ctx);
 static void ngx_http_spanprof_unwatch(ngx_http_spanprof_ctx_t *ctx);
 static void ngx_http_spanprof_wrap(ngx_connection_t *c);
@@ -1921,15 +1924,10 @@ ngx_http_spanprof_event(ngx_event_t *ev)
     ngx_http_spanprof_ctx_t  *prev;
 
     c = ev->data;
-    prev = ngx_http_spanprof_current;
 
-    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(c->data));
-
-    ngx_http_spanprof_nested++;
+    prev = ngx_http_spanprof_enter(ngx_http_spanprof_get_ctx(c->data));
     ngx_http_spanprof_request_handler(ev);
-    ngx_http_spanprof_nested--;
-
-    ngx_http_spanprof_switch(prev);
+    ngx_http_spanprof_leave(prev);
 }
 
 
@@ -1959,16 +1957,41 @@ ngx_http_spanprof_checker(ngx_http_request_t *r, ngx_http_phase_handler_t *ph)
         return rc;
     }
 
-    ngx_http_spanprof_switch(ctx != NULL ? ctx
-                                         : ngx_http_spanprof_get_ctx(r));
-
-    ngx_http_spanprof_nested++;
+    prev = ngx_http_spanprof_enter(ctx != NULL ? ctx
+                                               : ngx_http_spanprof_get_ctx(r));
     rc = ngx_http_spanprof_checkers[ph - ngx_http_spanprof_phase_base](r, ph);
-    ngx_http_spanprof_nested--;
-
-    ngx_http_spanprof_switch(prev);
+    ngx_http_spanprof_leave(prev);
 
     return rc;
+}
+
+
+/*
+ * Around work done for a request (a phase, a filter, a client event): the
+ * sampler is told whose it is, and what it was told before once it ends.
+ * Work nests (a filter inside a phase, a subrequest's inside its
+ * parent's); the count says a frame up the stack holds a context to go
+ * back to, which a request ending meanwhile must not free
+ * (ngx_http_spanprof_finish).
+ */
+static ngx_inline ngx_http_spanprof_ctx_t *
+ngx_http_spanprof_enter(ngx_http_spanprof_ctx_t *ctx)
+{
+    ngx_http_spanprof_ctx_t  *prev;
+
+    prev = ngx_http_spanprof_current;
+    ngx_http_spanprof_switch(ctx);
+    ngx_http_spanprof_nested++;
+
+    return prev;
+}
+
+
+static ngx_inline void
+ngx_http_spanprof_leave(ngx_http_spanprof_ctx_t *prev)
+{
+    ngx_http_spanprof_nested--;
+    ngx_http_spanprof_switch(prev);
 }
 
 
@@ -3307,14 +3330,9 @@ ngx_http_spanprof_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
-    prev = ngx_http_spanprof_current;
-    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
-
-    ngx_http_spanprof_nested++;
+    prev = ngx_http_spanprof_enter(ngx_http_spanprof_get_ctx(r));
     rc = ngx_http_next_header_filter(r);
-    ngx_http_spanprof_nested--;
-
-    ngx_http_spanprof_switch(prev);
+    ngx_http_spanprof_leave(prev);
 
     return rc;
 }
@@ -3337,14 +3355,9 @@ ngx_http_spanprof_request_body_filter(ngx_http_request_t *r,
         return ngx_http_next_request_body_filter(r, in);
     }
 
-    prev = ngx_http_spanprof_current;
-    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
-
-    ngx_http_spanprof_nested++;
+    prev = ngx_http_spanprof_enter(ngx_http_spanprof_get_ctx(r));
     rc = ngx_http_next_request_body_filter(r, in);
-    ngx_http_spanprof_nested--;
-
-    ngx_http_spanprof_switch(prev);
+    ngx_http_spanprof_leave(prev);
 
     return rc;
 }
@@ -3360,14 +3373,9 @@ ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_next_body_filter(r, in);
     }
 
-    prev = ngx_http_spanprof_current;
-    ngx_http_spanprof_switch(ngx_http_spanprof_get_ctx(r));
-
-    ngx_http_spanprof_nested++;
+    prev = ngx_http_spanprof_enter(ngx_http_spanprof_get_ctx(r));
     rc = ngx_http_next_body_filter(r, in);
-    ngx_http_spanprof_nested--;
-
-    ngx_http_spanprof_switch(prev);
+    ngx_http_spanprof_leave(prev);
 
     return rc;
 }
