@@ -33,8 +33,9 @@
 # the server selects requests with SPLUNK_SNAPSHOT_SELECTION_PROBABILITY.
 # SOAK_COLLECTOR=down: no receiver for the whole run (the endpoint is a
 # closed port). SOAK_INTERVAL_MS: the snapshot interval (10; 1 fills the
-# exporter's queue the fastest). SOAK_PIDS=1: each sample also lists every process (RSS,
-# descriptors). Each new exporter counters line is printed as it comes.
+# exporter's queue the fastest). SOAK_PIDS=1: each sample also lists
+# every process (RSS, descriptors). Each new exporter counters line is
+# printed as it comes.
 # At the end, the growth per minute of each column after SOAK_WARMUP
 # seconds (120), over that whole part and over its two halves (a leak
 # grows in both; what levels off, in the first only), and of each process
