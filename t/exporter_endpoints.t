@@ -279,7 +279,8 @@ for my $value ('collector', 'http://collector:4317/v1/traces',
     like($h->{stderr}, qr/invalid value "\Q$value\E" in environment(?x)
          \s variable \s OTEL_EXPORTER_OTLP_ENDPOINT, \s allowed: .*
          "https:\/\/host\[:port\]" \s \(TLS\) \s or \s "host:port"
-         \s \(TLS \s unless \s OTEL_EXPORTER_OTLP_INSECURE \s is \s true\);
+         \s \(TLS \s unless \s OTEL_EXPORTER_OTLP_INSECURE \s is \s true\),
+         \s a \s host \s of \s at \s most \s 255 \s bytes;
          \s using \s
          the \s default/, "\"$value\": said, with what is allowed");
     like($h->{stderr}, qr/started for .* logs otlp http:\/\/localhost:4317,/,

@@ -262,11 +262,12 @@ struct sp_exporter_loop {
 static uint64_t
 sp_now_ms(sp_exporter_loop *e)
 {
-    return e->o.now_ms != NULL ? e->o.now_ms(e->o.clock_ctx) : sp_monotonic_ms();
+    return e->o.now_ms != NULL ? e->o.now_ms(e->o.clock_ctx)
+                               : sp_monotonic_ms();
 }
 
-static void sp_log(sp_exporter_loop *e, sp_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void sp_log(sp_exporter_loop *e, sp_log_level level,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static void
 sp_log(sp_exporter_loop *e, sp_log_level level, const char *fmt, ...)
@@ -731,7 +732,8 @@ sp_slot_close(sp_exporter_loop *e, sp_profile_slot *s)
     if (st == SP_OK) {
         for (int attempt = 0; attempt < 2; attempt++) {
             st = sp_otlp_logs_add_pprof(e->logs, e->resource, s->pid,
-                                        s->source, s->first_ns, sp_realtime_ns(),
+                                        s->source, s->first_ns,
+                                        sp_realtime_ns(),
                                         e->scratch.data, e->scratch.len,
                                         sp_pprof_frame_count(s->pprof));
             if (st != SP_ERR_TOO_LONG || sp_otlp_logs_count(e->logs) == 0) {
@@ -1993,7 +1995,7 @@ sp_sink_create(sp_exporter_loop *e, sp_otlp_signal signal, sp_setting exporter,
                                             ? SP_OTLP_SIGNAL_TRACES
                                             : SP_OTLP_SIGNAL_LOGS];
     sp_otlp_client_config cc;
-    sp_otlp_endpoint      ep;
+    sp_endpoint           ep;
 
     k->kind = (sp_exporter)sp_config_integer(c, exporter);
     k->method = signal == SP_OTLP_SIGNAL_LOGS ? SP_OTLP_LOGS_METHOD
@@ -2008,7 +2010,8 @@ sp_sink_create(sp_exporter_loop *e, sp_otlp_signal signal, sp_setting exporter,
     cc.insecure = sp_config_flag(c, SP_SETTING_OTLP_INSECURE);
     cc.timeout_ms = e->timeout_ms;
     if (other->client != NULL && cc.endpoint != NULL
-        && sp_otlp_endpoint_parse(cc.endpoint, &ep) == SP_OK)
+        && sp_endpoint_parse(cc.endpoint, strlen(cc.endpoint), &ep)
+           == SP_OK)
     {
         sp_otlp_endpoint_insecure(&ep, cc.insecure);
         if (sp_otlp_endpoint_equal(&ep,

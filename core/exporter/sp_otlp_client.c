@@ -33,8 +33,8 @@ struct sp_otlp_metadata {
 
 struct sp_otlp_client {
     unsigned               refs;
-    sp_otlp_endpoint       endpoint;
-    char                   url[SP_OTLP_HOST_MAX + 16];
+    sp_endpoint            endpoint;
+    char                   url[SP_ENDPOINT_HOST_MAX + 16];
     uint64_t               timeout_ms;
     grpc_channel          *channel;
     grpc_metadata         *md;
@@ -78,111 +78,8 @@ sp_set_err(char *err, size_t size, const char *fmt, const char *arg)
 
 /* ---- endpoints */
 
-static bool
-sp_is_host_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-           || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
-}
-
-static bool
-sp_is_ipv6_char(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
-           || (c >= 'A' && c <= 'F') || c == ':' || c == '.' || c == '%';
-}
-
-/*
- * The grammar is the configuration's (sp_config.c) on purpose: whatever
- * passed the configuration test must connect here, and the unit test
- * holds the two to the same examples.
- */
-sp_status
-sp_otlp_endpoint_parse(const char *s, sp_otlp_endpoint *out)
-{
-    size_t   len, i, host_start, host_len;
-    uint32_t port = SP_OTLP_DEFAULT_PORT;
-    bool     tls, scheme = true;
-
-    if (s == NULL) {
-        return SP_ERR_INVALID;
-    }
-    len = strlen(s);
-    if (len > 7 && strncasecmp(s, "http://", 7) == 0) {
-        i = 7;
-        tls = false;
-    } else if (len > 8 && strncasecmp(s, "https://", 8) == 0) {
-        i = 8;
-        tls = true;
-    } else {
-        i = 0;
-        tls = true;
-        scheme = false;
-    }
-    if (len > i && s[len - 1] == '/') {
-        len--;
-    }
-    host_start = i;
-    if (i < len && s[i] == '[') {
-        i++;
-        while (i < len && s[i] != ']') {
-            if (!sp_is_ipv6_char(s[i])) {
-                return SP_ERR_INVALID;
-            }
-            i++;
-        }
-        if (i == len || !sp_config_ipv6_literal(s + host_start + 1,
-                                                i - host_start - 1))
-        {
-            return SP_ERR_INVALID;
-        }
-        i++;
-    } else {
-        while (i < len && s[i] != ':') {
-            if (!sp_is_host_char(s[i])) {
-                return SP_ERR_INVALID;
-            }
-            i++;
-        }
-        if (i == host_start) {
-            return SP_ERR_INVALID;
-        }
-    }
-    host_len = i - host_start;
-    if (i == len && !scheme) {
-        return SP_ERR_INVALID;
-    }
-    if (i < len) {
-        if (s[i] != ':' || ++i == len) {
-            return SP_ERR_INVALID;
-        }
-        port = 0;
-        for (; i < len; i++) {
-            if (s[i] < '0' || s[i] > '9') {
-                return SP_ERR_INVALID;
-            }
-            port = port * 10 + (uint32_t)(s[i] - '0');
-            if (port > 65535) {
-                return SP_ERR_INVALID;
-            }
-        }
-        if (port == 0) {
-            return SP_ERR_INVALID;
-        }
-    }
-    if (host_len > SP_OTLP_HOST_MAX) {
-        return SP_ERR_TOO_LONG;
-    }
-    out->tls = tls;
-    out->scheme = scheme;
-    memcpy(out->host, s + host_start, host_len);
-    out->host[host_len] = '\0';
-    out->port = (uint16_t)port;
-    return SP_OK;
-}
-
 void
-sp_otlp_endpoint_insecure(sp_otlp_endpoint *e, bool insecure)
+sp_otlp_endpoint_insecure(sp_endpoint *e, bool insecure)
 {
     if (!e->scheme) {
         e->tls = !insecure;
@@ -190,14 +87,14 @@ sp_otlp_endpoint_insecure(sp_otlp_endpoint *e, bool insecure)
 }
 
 bool
-sp_otlp_endpoint_equal(const sp_otlp_endpoint *a, const sp_otlp_endpoint *b)
+sp_otlp_endpoint_equal(const sp_endpoint *a, const sp_endpoint *b)
 {
     return a->tls == b->tls && a->port == b->port
            && strcasecmp(a->host, b->host) == 0;
 }
 
 size_t
-sp_otlp_endpoint_target(const sp_otlp_endpoint *e, char *buf, size_t size)
+sp_otlp_endpoint_target(const sp_endpoint *e, char *buf, size_t size)
 {
     int n = snprintf(buf, size, "%s:%u", e->host, (unsigned)e->port);
 
@@ -528,7 +425,7 @@ sp_otlp_client_create(const sp_otlp_client_config *cfg, sp_otlp_client **out,
     grpc_channel_credentials *creds;
     grpc_channel_args         args;
     grpc_arg                  arg[4];
-    char                      target[SP_OTLP_HOST_MAX + 8];
+    char                      target[SP_ENDPOINT_HOST_MAX + 8];
     char                     *pem = NULL;
     const char               *endpoint;
     uint64_t                  reconnect;
@@ -545,7 +442,7 @@ sp_otlp_client_create(const sp_otlp_client_config *cfg, sp_otlp_client **out,
     c->refs = 1;
     endpoint = cfg->endpoint != NULL ? cfg->endpoint
                                      : SP_OTLP_DEFAULT_ENDPOINT;
-    rc = sp_otlp_endpoint_parse(endpoint, &c->endpoint);
+    rc = sp_endpoint_parse(endpoint, strlen(endpoint), &c->endpoint);
     if (rc != SP_OK) {
         sp_set_err(err, err_size, "the endpoint \"%s\" is not "
                    "\"http://host:port\", \"https://host:port\" or "
@@ -651,7 +548,7 @@ sp_otlp_client_destroy(sp_otlp_client *c)
     sp_client_free(c);
 }
 
-const sp_otlp_endpoint *
+const sp_endpoint *
 sp_otlp_client_endpoint(const sp_otlp_client *c)
 {
     return &c->endpoint;

@@ -198,9 +198,9 @@ static const char *
 sp_endpoint_shown(const sp_config *c, sp_setting s, char *buf, size_t size)
 {
     const char      *text = sp_config_text(c, s);
-    sp_otlp_endpoint ep;
+    sp_endpoint      ep;
 
-    if (text == NULL || sp_otlp_endpoint_parse(text, &ep) != SP_OK
+    if (text == NULL || sp_endpoint_parse(text, strlen(text), &ep) != SP_OK
         || ep.scheme)
     {
         return text;
@@ -253,8 +253,8 @@ main(int argc, char **argv)
     struct sigaction    sa;
     sigset_t            stops;
     char                err[512], msg[900];
-    char                logs_url[SP_OTLP_HOST_MAX + 16];
-    char                traces_url[SP_OTLP_HOST_MAX + 16];
+    char                logs_url[SP_ENDPOINT_HOST_MAX + 16];
+    char                traces_url[SP_ENDPOINT_HOST_MAX + 16];
     int                 fd;
     uint32_t            layout;
     sp_status           st;

@@ -173,13 +173,6 @@ SP_API uint64_t sp_config_integer(const sp_config *c, sp_setting s);
 SP_API const char *sp_config_text(const sp_config *c, sp_setting s);
 
 /*
- * What may stand between an endpoint's brackets: an IPv6 address, with a
- * zone after '%' or not. The OTLP client's endpoint parser uses it too, so
- * that the two accept the same endpoints.
- */
-SP_API bool sp_config_ipv6_literal(const char *s, size_t len);
-
-/*
  * The OTLP certificate file's content: at most SP_CONFIG_PEM_MAX bytes of
  * text holding a PEM certificate, checked by sp_config_pem_read.
  */

@@ -25,6 +25,7 @@
 #define SP_OTLP_CLIENT_H
 
 #include "sp_common.h"
+#include "sp_endpoint.h"
 #include "sp_otlp_request.h"
 
 #define SP_OTLP_LOGS_METHOD \
@@ -33,7 +34,6 @@
     "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 #define SP_OTLP_DEFAULT_ENDPOINT "http://localhost:4317"
-#define SP_OTLP_DEFAULT_PORT 4317
 #define SP_OTLP_DEFAULT_TIMEOUT_MS 10000
 /*
  * gRPC waits before reconnecting to an endpoint that refused it; its own
@@ -57,42 +57,20 @@
 
 /* ---- endpoints */
 
-#define SP_OTLP_HOST_MAX 255
-
-/*
- * An endpoint as configured: http[s]://host[:port][/] or host:port[/], the
- * grammar the configuration accepts (sp_config.h). The scheme is
- * case-insensitive; host is a name, an IPv4 address or a [IPv6] literal
- * (kept with its brackets); the port defaults to 4317 for both schemes.
- * Without a scheme the endpoint is TLS, as OpenTelemetry's "insecure"
- * option defaults to false; sp_otlp_endpoint_insecure turns it to
- * plaintext.
- */
-typedef struct sp_otlp_endpoint {
-    bool     tls;
-    bool     scheme;    /* written with http:// or https:// */
-    char     host[SP_OTLP_HOST_MAX + 1];
-    uint16_t port;
-} sp_otlp_endpoint;
-
 /* OTEL_EXPORTER_OTLP_INSECURE: plaintext for an endpoint without a
  * scheme; a scheme wins over it. */
-SP_API void sp_otlp_endpoint_insecure(sp_otlp_endpoint *e, bool insecure);
-
-/* SP_ERR_INVALID for anything else, SP_ERR_TOO_LONG for a longer host. */
-SP_API sp_status sp_otlp_endpoint_parse(const char *s,
-    sp_otlp_endpoint *out);
+SP_API void sp_otlp_endpoint_insecure(sp_endpoint *e, bool insecure);
 
 /*
  * Whether two parsed endpoints reach the same server the same way: same
  * scheme, port and host (host names compared without case), so
  * "http://Collector:4317/" equals "http://collector".
  */
-SP_API bool sp_otlp_endpoint_equal(const sp_otlp_endpoint *a,
-    const sp_otlp_endpoint *b);
+SP_API bool sp_otlp_endpoint_equal(const sp_endpoint *a,
+    const sp_endpoint *b);
 
 /* "host:port", the gRPC target; returns the length snprintf would. */
-SP_API size_t sp_otlp_endpoint_target(const sp_otlp_endpoint *e, char *buf,
+SP_API size_t sp_otlp_endpoint_target(const sp_endpoint *e, char *buf,
     size_t size);
 
 /* ---- metadata from OTEL_EXPORTER_OTLP_HEADERS */
@@ -180,7 +158,7 @@ SP_API sp_otlp_client *sp_otlp_client_share(sp_otlp_client *c);
 /* Releases one reference; the last closes the channel. Accepts NULL. */
 SP_API void sp_otlp_client_destroy(sp_otlp_client *c);
 
-SP_API const sp_otlp_endpoint *sp_otlp_client_endpoint(
+SP_API const sp_endpoint *sp_otlp_client_endpoint(
     const sp_otlp_client *c);
 
 /*

@@ -1,4 +1,5 @@
 #include "sp_config.h"
+#include "sp_endpoint.h"
 #include "sp_http_method.h"
 #include "sp_kvlist.h"
 #include "sp_percent.h"
@@ -8,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +61,8 @@ struct sp_config {
 #define SP_ENDPOINT_ALLOWED \
     "an OTLP/gRPC endpoint \"http://host[:port]\" (plaintext), " \
     "\"https://host[:port]\" (TLS) or \"host:port\" (TLS unless " \
-    "OTEL_EXPORTER_OTLP_INSECURE is true)"
+    "OTEL_EXPORTER_OTLP_INSECURE is true), a host of at most 255 bytes"
+_Static_assert(SP_ENDPOINT_HOST_MAX == 255, "SP_ENDPOINT_ALLOWED says 255");
 
 static const sp_setting_desc sp_settings[SP_SETTING_COUNT] = {
     [SP_SETTING_ENABLED] = {
@@ -289,28 +290,6 @@ sp_parse_duration(const char *s, size_t len, uint64_t *ms)
     return true;
 }
 
-/*
- * The inside of an endpoint's [...]: an IPv6 address, then possibly a
- * zone after '%'. gRPC resolves anything else as a name and fails at
- * every export ("DNS resolution failed"), while the configuration test
- * passed.
- */
-bool
-sp_config_ipv6_literal(const char *s, size_t len)
-{
-    char            addr[INET6_ADDRSTRLEN];
-    struct in6_addr a;
-    const char     *zone = memchr(s, '%', len);
-    size_t          n = zone != NULL ? (size_t)(zone - s) : len;
-
-    if (n == 0 || n >= sizeof(addr) || (zone != NULL && len - n < 2)) {
-        return false;
-    }
-    memcpy(addr, s, n);
-    addr[n] = '\0';
-    return inet_pton(AF_INET6, addr, &a) == 1;
-}
-
 bool
 sp_config_pem_text(const char *text, size_t len)
 {
@@ -371,74 +350,6 @@ sp_pem_file(const char *path)
     }
     free(buf);
     return true;
-}
-
-/*
- * http[s]://host[:port][/], or host:port[/] without a scheme (OpenTelemetry
- * lets a gRPC endpoint take the client's own "host:port" form), with host
- * a name, an IPv4 or a [IPv6] literal. Without a scheme the port is
- * required: a bare word is more likely a mistake than a collector.
- */
-static bool
-sp_valid_endpoint(const char *s, size_t len)
-{
-    size_t   i, host_start;
-    uint64_t port;
-    bool     scheme = true;
-
-    if (len > 7 && strncasecmp(s, "http://", 7) == 0) {
-        i = 7;
-    } else if (len > 8 && strncasecmp(s, "https://", 8) == 0) {
-        i = 8;
-    } else {
-        i = 0;
-        scheme = false;
-    }
-    if (len > i && s[len - 1] == '/') {
-        len--;
-    }
-    host_start = i;
-    if (i < len && s[i] == '[') {
-        i++;
-        while (i < len && s[i] != ']') {
-            if (!(sp_hex_value(s[i]) >= 0 || s[i] == ':' || s[i] == '.'
-                  || s[i] == '%'))
-            {
-                return false;
-            }
-            i++;
-        }
-        if (i == len || !sp_config_ipv6_literal(s + host_start + 1,
-                                                i - host_start - 1))
-        {
-            return false;
-        }
-        i++;
-    } else {
-        while (i < len && s[i] != ':') {
-            char c = s[i];
-
-            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-                  || (c >= '0' && c <= '9') || c == '-' || c == '.'
-                  || c == '_'))
-            {
-                return false;
-            }
-            i++;
-        }
-        if (i == host_start) {
-            return false;
-        }
-    }
-    if (i == len) {
-        return scheme;
-    }
-    if (s[i] != ':') {
-        return false;
-    }
-    i++;
-    return sp_parse_unsigned(s + i, len - i, &port) && port >= 1
-           && port <= 65535;
 }
 
 static bool
@@ -590,7 +501,7 @@ sp_parse_value(sp_setting s, const char *value, size_t len, bool inverted,
         return SP_PARSE_OK;
 
     case SP_KIND_ENDPOINT:
-        if (!sp_valid_endpoint(value, len)) {
+        if (sp_endpoint_parse(value, len, NULL) != SP_OK) {
             return SP_PARSE_INVALID;
         }
         break;

@@ -63,7 +63,8 @@
 
 /* The most a span takes besides its strings' SP_SPAN_TEXT_MAX and its
  * attributes' tags and lengths (SP_SPAN_ATTR_EXTRA each). */
-#define SP_SPAN_FIXED_MAX       (SP_SPAN_HEAD + 18 + 10 + 10 + 11 + 9 + 9 + 13 + 6)
+#define SP_SPAN_FIXED_MAX \
+    (SP_SPAN_HEAD + 18 + 10 + 10 + 11 + 9 + 9 + 13 + 6)
 #define SP_SPAN_ATTR_EXTRA      (1 + 3 + 1 + 3 + 11)
 
 static inline size_t

@@ -1,5 +1,4 @@
 #include "sp_test.h"
-#include "sp_config.h"
 #include "sp_otlp_client.h"
 #include "sp_test_grpc.h"
 
@@ -9,199 +8,6 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-/* ---- endpoints */
-
-static sp_otlp_endpoint
-parsed(const char *s)
-{
-    sp_otlp_endpoint e;
-
-    memset(&e, 0, sizeof(e));
-    assert_int_equal(sp_otlp_endpoint_parse(s, &e), SP_OK);
-    return e;
-}
-
-static void
-endpoint_scheme_selects_tls(void **state)
-{
-    sp_otlp_endpoint e;
-
-    (void)state;
-    e = parsed("http://collector:4318");
-    assert_false(e.tls);
-    assert_string_equal(e.host, "collector");
-    assert_int_equal(e.port, 4318);
-
-    e = parsed("https://ingest.example.com:443");
-    assert_true(e.tls);
-    assert_string_equal(e.host, "ingest.example.com");
-    assert_int_equal(e.port, 443);
-
-    e = parsed("HTTPS://Collector:1");
-    assert_true(e.tls);
-    assert_string_equal(e.host, "Collector");
-    assert_int_equal(e.port, 1);
-
-    e = parsed("HtTp://10.0.0.7:65535/");
-    assert_false(e.tls);
-    assert_string_equal(e.host, "10.0.0.7");
-    assert_int_equal(e.port, 65535);
-
-    /* Without a scheme: TLS, unless OTEL_EXPORTER_OTLP_INSECURE; a scheme
-     * wins over that setting. */
-    e = parsed("collector:4317");
-    assert_true(e.tls);
-    assert_false(e.scheme);
-    assert_string_equal(e.host, "collector");
-    assert_int_equal(e.port, 4317);
-    sp_otlp_endpoint_insecure(&e, true);
-    assert_false(e.tls);
-    e = parsed("https://collector:4317");
-    sp_otlp_endpoint_insecure(&e, true);
-    assert_true(e.tls);
-    e = parsed("http://collector:4317");
-    sp_otlp_endpoint_insecure(&e, false);
-    assert_false(e.tls);
-}
-
-static void
-endpoint_port_defaults_to_4317(void **state)
-{
-    sp_otlp_endpoint e;
-
-    (void)state;
-    e = parsed("http://localhost");
-    assert_int_equal(e.port, 4317);
-    assert_false(e.tls);
-    e = parsed("https://collector/");
-    assert_int_equal(e.port, 4317);
-    assert_true(e.tls);
-    assert_string_equal(e.host, "collector");
-    e = parsed(SP_OTLP_DEFAULT_ENDPOINT);
-    assert_int_equal(e.port, SP_OTLP_DEFAULT_PORT);
-}
-
-static void
-endpoint_ipv6_keeps_brackets(void **state)
-{
-    sp_otlp_endpoint e;
-    char             target[300];
-
-    (void)state;
-    e = parsed("http://[::1]:4318");
-    assert_string_equal(e.host, "[::1]");
-    assert_int_equal(e.port, 4318);
-    assert_int_equal(sp_otlp_endpoint_target(&e, target, sizeof(target)),
-                     strlen("[::1]:4318"));
-    assert_string_equal(target, "[::1]:4318");
-
-    e = parsed("https://[fe80::1]");
-    assert_true(e.tls);
-    assert_string_equal(e.host, "[fe80::1]");
-    assert_int_equal(e.port, 4317);
-
-    e = parsed("http://collector");
-    sp_otlp_endpoint_target(&e, target, sizeof(target));
-    assert_string_equal(target, "collector:4317");
-}
-
-static void
-endpoint_rejects_what_is_not_one(void **state)
-{
-    static const char *const bad[] = {
-        "", "collector", ":4317", "grpc://collector:4317", "http://",
-        "https://", "http:/collector", "http://:4317", "http://x:",
-        "http://x:0", "http://x:65536", "http://x:99999999999999999999",
-        "http://x:12a", "http://x:-1", "http://x/v1/logs", "http://us er",
-        "http://user@x:1", "http://[]:1", "http://[::1", "http://[::1]x",
-        "http://[::g]:1", "http://x:1//", " http://x:1", "http://x:1 ",
-        "http://[1::2::3]:1", "http://[:[:]:1", "http://[::1%]:1",
-        "http://[%25lo]:1", "http://[12345::1]:1", "http://[1.2.3.4]:1"
-    };
-    sp_otlp_endpoint e;
-    size_t           i;
-
-    (void)state;
-    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        if (sp_otlp_endpoint_parse(bad[i], &e) != SP_ERR_INVALID) {
-            fail_msg("accepted \"%s\"", bad[i]);
-        }
-    }
-    assert_int_equal(sp_otlp_endpoint_parse(NULL, &e), SP_ERR_INVALID);
-}
-
-static void
-endpoint_host_length_is_bounded(void **state)
-{
-    char             s[16 + SP_OTLP_HOST_MAX + 2];
-    sp_otlp_endpoint e;
-
-    (void)state;
-    strcpy(s, "http://");
-    memset(s + 7, 'a', SP_OTLP_HOST_MAX);
-    s[7 + SP_OTLP_HOST_MAX] = '\0';
-    assert_int_equal(sp_otlp_endpoint_parse(s, &e), SP_OK);
-    assert_int_equal(strlen(e.host), SP_OTLP_HOST_MAX);
-    strcat(s, "a");
-    assert_int_equal(sp_otlp_endpoint_parse(s, &e), SP_ERR_TOO_LONG);
-}
-
-/* Whatever passes the configuration test must be usable, and only that. */
-static void
-endpoint_grammar_is_the_configurations(void **state)
-{
-    static const char *const samples[] = {
-        "http://localhost:4317", "https://x", "http://x/", "HTTP://X:1",
-        "http://[::1]:4317", "http://[::1]", "http://10.1.2.3:8080",
-        "http://a_b-c.d:9", "http://x:0", "http://x:65536", "http://x:",
-        "http://", "ftp://x:1", "http://x/y", "http://[]", "http://x:1//",
-        "collector:4317", "collector", "[::1]:1/", ":1", "x:1:2",
-        "http://x y", "https://[fe80::1%25lo]:4317/",
-        "http://[::ffff:10.1.2.3]:1", "http://[1::2::3]:1", "http://[:[:]:1",
-        "http://[::1%]:1", "http://[1.2.3.4]:1"
-    };
-    sp_config       *c = sp_config_create(SP_SERVER_NGINX);
-    char             msg[SP_CONFIG_MESSAGE_SIZE];
-    sp_otlp_endpoint e;
-    size_t           i;
-    bool             config_ok, client_ok;
-
-    (void)state;
-    assert_non_null(c);
-    for (i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
-        config_ok = sp_config_set_directive(c, SP_SETTING_OTLP_ENDPOINT,
-                                            "test", samples[i],
-                                            strlen(samples[i]), msg,
-                                            sizeof(msg)) == SP_OK;
-        client_ok = sp_otlp_endpoint_parse(samples[i], &e) == SP_OK;
-        if (config_ok != client_ok) {
-            fail_msg("\"%s\": configuration %s, client %s", samples[i],
-                     config_ok ? "accepts" : "refuses",
-                     client_ok ? "accepts" : "refuses");
-        }
-    }
-    sp_config_destroy(c);
-}
-
-static void
-endpoints_compare_after_normalising(void **state)
-{
-    sp_otlp_endpoint a, b;
-
-    (void)state;
-    a = parsed("http://Collector:4317/");
-    b = parsed("http://collector");
-    assert_true(sp_otlp_endpoint_equal(&a, &b));
-    b = parsed("HTTP://COLLECTOR:4317");
-    assert_true(sp_otlp_endpoint_equal(&a, &b));
-    b = parsed("https://collector:4317");
-    assert_false(sp_otlp_endpoint_equal(&a, &b));
-    b = parsed("http://collector:4318");
-    assert_false(sp_otlp_endpoint_equal(&a, &b));
-    b = parsed("http://collector2:4317");
-    assert_false(sp_otlp_endpoint_equal(&a, &b));
-}
 
 /* ---- metadata */
 
@@ -632,7 +438,7 @@ client_defaults_and_sharing(void **state)
 {
     sp_otlp_client_config cfg;
     sp_otlp_client       *c = NULL, *shared;
-    const sp_otlp_endpoint *e;
+    const sp_endpoint    *e;
 
     (void)state;
     memset(&cfg, 0, sizeof(cfg));
@@ -898,13 +704,6 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(endpoint_scheme_selects_tls),
-        cmocka_unit_test(endpoint_port_defaults_to_4317),
-        cmocka_unit_test(endpoint_ipv6_keeps_brackets),
-        cmocka_unit_test(endpoint_rejects_what_is_not_one),
-        cmocka_unit_test(endpoint_host_length_is_bounded),
-        cmocka_unit_test(endpoint_grammar_is_the_configurations),
-        cmocka_unit_test(endpoints_compare_after_normalising),
         cmocka_unit_test(metadata_keys_lowercased_values_decoded),
         cmocka_unit_test(metadata_empty_lists),
         cmocka_unit_test(metadata_refuses_without_showing_values),

@@ -25,9 +25,12 @@ our @EXPORT_OK = qw(check_loads check_directives check_bad_environment
 
 my $SECRET = '(not shown: it holds secrets)';
 
+# As messages quote a value: its first 64 bytes, then "...".
 sub shown {
     my ($env, $value) = @_;
-    return $env eq 'OTEL_EXPORTER_OTLP_HEADERS' ? $SECRET : qq{"$value"};
+    return $SECRET if $env eq 'OTEL_EXPORTER_OTLP_HEADERS';
+    return length $value > 64 ? '"' . substr($value, 0, 64) . '..."'
+                              : qq{"$value"};
 }
 
 sub env_form {

@@ -41,7 +41,8 @@ sub settings {
          ['ftp://x', 'http://host:99999', '127.0.0.1']],
         ['OTEL_EXPORTER_OTLP_ENDPOINT', 'spanprof_otlp_endpoint',
          'SpanprofOtlpEndpoint', ['http://collector:4317'],
-         ['collector', 'http://']],
+         # a host longer than the exporter takes
+         ['collector', 'http://', 'http://' . ('a' x 256) . ':4317']],
         ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
          'spanprof_otlp_traces_endpoint', 'SpanprofOtlpTracesEndpoint',
          ['http://[::1]:4317/'],
