@@ -8,7 +8,9 @@
 //
 // Each call becomes one JSON line in FILE, written before the answer:
 //   { "proto": "grpc", "uri": ":path", "headers": { name: [values...] } }
-// The answer is an empty message with grpc-status 0. Prints
+// The answer is an empty message with grpc-status 0; to a :path with
+// "/streamN" in it, N messages of 64 bytes, one every 100 ms (a server
+// streaming call), then grpc-status 0. Prints
 // "listening PORT"; SIGTERM, or the parent's end, stops it.
 'use strict';
 
@@ -40,8 +42,26 @@ server.on('stream', (stream, headers) => {
     stream.on('wantTrailers', () => {
       stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' });
     });
-    // One empty message: flag 0, length 0.
-    stream.end(Buffer.alloc(5));
+    const many = /\/stream(\d+)/.exec(headers[':path']);
+    if (!many) {
+      // One empty message: flag 0, length 0.
+      stream.end(Buffer.alloc(5));
+      return;
+    }
+    let left = Number(many[1]);
+    const message = Buffer.alloc(5 + 64, 0x61);
+    message.writeUInt8(0, 0);
+    message.writeUInt32BE(64, 1);
+    const timer = setInterval(() => {
+      if (stream.destroyed) {
+        clearInterval(timer);
+      } else if (left-- > 0) {
+        stream.write(message);
+      } else {
+        clearInterval(timer);
+        stream.end();
+      }
+    }, 100);
   });
 });
 

@@ -2,7 +2,7 @@
 # A test upstream that records what nginx (or httpd) forwards to it.
 #
 #   upstream.pl --proto http|fastcgi|uwsgi|ajp --port PORT --out FILE
-#               [--status N]
+#               [--status N] [--delay S]
 #
 # Each request becomes one JSON line in FILE, written before the answer:
 #   { "proto", "uri", "headers": { lowercase name: [values...] } }
@@ -24,10 +24,13 @@
 # "/accel" followed by a "/" or "@" gets an X-Accel-Redirect header with
 # the rest of the URI ("/x/accel/in/f?a=1": "/in/f?a=1", "/accel@n":
 # "@n"). With --status N, every HTTP answer has status N (an upstream
-# that fails, for proxy_next_upstream). An HTTP request with an
+# that fails, for proxy_next_upstream); with --delay S, every HTTP
+# answer comes S seconds (a fraction too) after the request was recorded
+# (an upstream that times out). An HTTP request with an
 # Upgrade header (a WebSocket handshake) gets 101 instead, then every byte
 # back until the other side closes; with "/ticks" in its URI, a line
-# "tick N" every 20 ms (for 30 s) whatever comes, until a write fails.
+# "tick N" every 20 ms (for 30 s) whatever comes, until a write fails;
+# "/ticksN", N lines, then the upstream closes the tunnel.
 # A request body (Content-Length or chunked; "100 Continue" first to an
 # "Expect: 100-continue") is read whole and recorded as body_length and
 # body_md5, or body_cut where the sender stopped before its end. One
@@ -43,11 +46,11 @@ use IO::Handle;
 use IO::Socket::INET;
 use JSON::PP;
 
-my ($proto, $port, $out, $answer_status) = ('http', 0, undef, 0);
+my ($proto, $port, $out, $answer_status, $delay) = ('http', 0, undef, 0, 0);
 GetOptions('proto=s' => \$proto, 'port=i' => \$port, 'out=s' => \$out,
-           'status=i' => \$answer_status)
+           'status=i' => \$answer_status, 'delay=f' => \$delay)
     or die "usage: $0 --proto http|fastcgi|uwsgi|ajp --port PORT --out FILE"
-         . " [--status N]\n";
+         . " [--status N] [--delay S]\n";
 die "--out is required\n" unless defined $out;
 
 my %serve = (http => \&serve_http, fastcgi => \&serve_fastcgi,
@@ -85,6 +88,7 @@ sub record {
                                headers => $headers, %{ $more // {} } }),
                "\n";
     sleep($1 || 3) if $uri =~ m{/slow(\d*)};
+    select(undef, undef, undef, $delay) if $delay && $proto eq 'http';
 }
 
 sub read_exact {
@@ -172,9 +176,9 @@ sub serve_http {
         print $c "HTTP/1.1 101 Switching Protocols\r\n"
                . "Upgrade: $headers{upgrade}[0]\r\nConnection: Upgrade\r\n\r\n";
         print $c $rest if length $rest;
-        if ($uri =~ m{/ticks}) {
+        if ($uri =~ m{/ticks(\d*)}) {
             $c->autoflush(1);
-            for my $i (1 .. 1500) {
+            for my $i (1 .. ($1 || 1500)) {
                 print $c "tick $i\n" or last;
                 select(undef, undef, undef, 0.02);
             }

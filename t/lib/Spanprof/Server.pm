@@ -59,7 +59,8 @@ sub read_file {
 
 # nginx.conf in $dir; $http goes inside http {}, $server inside server {},
 # $location inside "location /". Optional: workers (1), log_level
-# (notice), connections (64), module => 0 for nginx without spanprof.
+# (notice), connections (64), module => 0 for nginx without spanprof,
+# main (directives of the main context, e.g. worker_shutdown_timeout).
 sub nginx_conf {
     my ($dir, %arg) = @_;
     my $module = top_dir() . '/build/ngx_http_spanprof_module.so';
@@ -71,10 +72,12 @@ sub nginx_conf {
     my $workers = $arg{workers} // 1;
     my $level = $arg{log_level} // 'notice';
     my $connections = $arg{connections} // 64;
+    my $main = $arg{main} // '';
     write_file("$dir/nginx.conf", <<"CONF");
 $load
 daemon off;
 worker_processes $workers;
+$main
 error_log $dir/error.log $level;
 pid $dir/nginx.pid;
 events { worker_connections $connections; }

@@ -8,6 +8,7 @@ package Spanprof::Upstream;
 #
 #   my $up = Spanprof::Upstream->start(dir => $dir, proto => 'fastcgi');
 #   my $bad = Spanprof::Upstream->start(dir => $dir, status => 502);
+#   my $late = Spanprof::Upstream->start(dir => $dir, delay => 2);
 #   ... $up->port ...
 #   my $req = $up->wait_request(1);   # the first request: { uri, headers }
 #   $req->{headers}{traceparent}[0]
@@ -43,6 +44,8 @@ sub start {
     push @cmd, '--port', $self->{port}, '--out', $self->{out};
     # every answer with that status (upstream.pl, HTTP)
     push @cmd, '--status', $o{status} if $o{status};
+    # every answer that many seconds late (upstream.pl, HTTP)
+    push @cmd, '--delay', $o{delay} if $o{delay};
 
     $self->{pid} = spawn(undef, $self->{stdout}, @cmd);
     $self->wait_listening(15) and return $self;
