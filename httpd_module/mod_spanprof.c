@@ -33,6 +33,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <strings.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <sp_clock.h>
@@ -517,11 +519,75 @@ spanprof_exporters_watch(apr_pool_t *pconf)
     }
 }
 
+/* The facilities of "ErrorLog syslog:facility", in log.c's order: the
+ * first whose name begins with what is written is taken. */
+static const struct {
+    const char *name;
+    int         value;
+} spanprof_facilities[] = {
+    { "auth", LOG_AUTH },       { "authpriv", LOG_AUTHPRIV },
+    { "cron", LOG_CRON },       { "daemon", LOG_DAEMON },
+    { "ftp", LOG_FTP },         { "kern", LOG_KERN },
+    { "lpr", LOG_LPR },         { "mail", LOG_MAIL },
+    { "news", LOG_NEWS },       { "syslog", LOG_SYSLOG },
+    { "user", LOG_USER },       { "uucp", LOG_UUCP },
+    { "local0", LOG_LOCAL0 },   { "local1", LOG_LOCAL1 },
+    { "local2", LOG_LOCAL2 },   { "local3", LOG_LOCAL3 },
+    { "local4", LOG_LOCAL4 },   { "local5", LOG_LOCAL5 },
+    { "local6", LOG_LOCAL6 },   { "local7", LOG_LOCAL7 }
+};
+
+/*
+ * The main server's "ErrorLog syslog[:facility[:tag]]" as
+ * SP_EXPORTER_SYSLOG_ENV's value, in buf; NULL when its error log is not
+ * syslog. httpd then points its stderr, which the exporter writes to, at
+ * /dev/null: every exporter line was lost. It goes where httpd's go, as
+ * log.c's openlog() reads the name: local7 by default, the tag
+ * ap_server_argv0 unless one is written, to the system's logger.
+ */
+static const char *
+spanprof_syslog(server_rec *s, const char *level, char *buf, apr_size_t size)
+{
+    const char *name = s->error_fname, *facility, *tag = ap_server_argv0;
+    apr_size_t  len, i, n = sizeof(spanprof_facilities)
+                            / sizeof(spanprof_facilities[0]);
+    int         value = LOG_LOCAL7;
+
+    if (s->error_log != NULL || name == NULL
+        || strncasecmp(name, "syslog", 6) != 0)
+    {
+        return NULL;
+    }
+    facility = strchr(name, ':');
+    if (facility != NULL) {
+        facility++;
+        tag = strchr(facility, ':');
+        len = tag != NULL ? (apr_size_t) (tag - facility) : strlen(facility);
+        tag = tag != NULL && tag[1] != '\0' ? tag + 1 : ap_server_argv0;
+        if (len > 0) {
+            for (i = 0; i < n; i++) {
+                if (strncasecmp(facility, spanprof_facilities[i].name, len)
+                    == 0)
+                {
+                    break;
+                }
+            }
+            if (i == n) {
+                return NULL;
+            }
+            value = spanprof_facilities[i].value;
+        }
+    }
+    apr_snprintf(buf, size, "%s,%d,,unix:%s,%s", level, value >> 3,
+                 _PATH_LOG, tag);
+    return buf;
+}
+
 static apr_status_t
 spanprof_exporter_spawn(server_rec *s)
 {
     sp_exporter_launch      l;
-    char                    exe[4096];
+    char                    exe[4096], to_syslog[1024];
     int                     pid, level;
     sp_shm                 *shm = spanprof_shm(s);
     spanprof_exporter_rec  *rec;
@@ -544,12 +610,15 @@ spanprof_exporter_spawn(server_rec *s)
     l.server_version = ap_get_server_description();
     l.server_exe = "/proc/self/exe";
     l.region_fd = shm->fd;
-    l.log_fd = -1;          /* the parent's stderr is the error log */
+    l.log_fd = -1;          /* the parent's stderr is the error log,
+                               unless that log is syslog */
     level = ap_get_server_module_loglevel(s, APLOG_MODULE_INDEX);
     l.log_level = level >= APLOG_NOTICE ? "info"
                   : level == APLOG_WARNING ? "warn"
                   : level == APLOG_ERR ? "error"
                   : "crit";
+    l.syslog = spanprof_syslog(s, l.log_level, to_syslog,
+                               sizeof(to_syslog));
     l.title = "spanprof-exporter: httpd";
     if (geteuid() == 0) {
         l.set_ids = true;

@@ -210,6 +210,8 @@ static ngx_msec_t ngx_http_spanprof_manager(void *data);
 static void ngx_http_spanprof_manager_exit(void);
 static bool ngx_http_spanprof_terminating(void *data);
 static ngx_int_t ngx_http_spanprof_log_moved(void);
+static const char *ngx_http_spanprof_log_level(ngx_uint_t level);
+static char *ngx_http_spanprof_syslog(u_char *buf, size_t size);
 static ngx_int_t ngx_http_spanprof_init_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_exit_process(ngx_cycle_t *cycle);
 static void ngx_http_spanprof_poll(ngx_event_t *ev);
@@ -1320,8 +1322,11 @@ ngx_http_spanprof_manager(void *data)
 
     int                  pid, status;
     char                 exe[NGX_MAX_PATH], version[32];
+    u_char               to_syslog[NGX_SOCKADDR_STRLEN + NGX_MAXHOSTNAMELEN
+                                + 64];
     uint64_t             delay;
     sp_status            st;
+    ngx_log_t           *file;
     ngx_pid_t            r;
     ngx_msec_int_t       wait;
     sp_exporter_launch   l;
@@ -1404,11 +1409,19 @@ ngx_http_spanprof_manager(void *data)
     l.server_version = version;
     l.server_exe = "/proc/self/exe";
     l.region_fd = ngx_http_spanprof_shm.fd;
-    l.log_fd = ngx_cycle->log->file != NULL ? ngx_cycle->log->file->fd : -1;
-    l.log_level = ngx_cycle->log->log_level >= NGX_LOG_NOTICE ? "info"
-                  : ngx_cycle->log->log_level == NGX_LOG_WARN ? "warn"
-                  : ngx_cycle->log->log_level == NGX_LOG_ERR ? "error"
-                  : "crit";
+
+    /*
+     * The first file log of the main context, at its own level: nginx's
+     * stderr leads there too. The head of the list is the most verbose
+     * log, which need not be a file: with a syslog (or memory) log first
+     * the exporter wrote at that log's level into the stderr nginx had
+     * pointed at the file, and into no syslog.
+     */
+    file = ngx_log_get_file_log(ngx_cycle->log);
+    l.log_fd = file != NULL ? file->file->fd : -1;
+    l.log_level = ngx_http_spanprof_log_level(file != NULL ? file->log_level
+                                                           : NGX_LOG_ERR);
+    l.syslog = ngx_http_spanprof_syslog(to_syslog, sizeof(to_syslog));
     ngx_http_spanprof_log_known = 0;
     l.title = "spanprof-exporter: nginx";
 
@@ -1568,13 +1581,16 @@ static ngx_int_t
 ngx_http_spanprof_log_moved(void)
 {
     ngx_fd_t         fd;
+    ngx_log_t       *file;
     ngx_file_info_t  fi;
 
-    if (!ngx_http_spanprof_log_known || ngx_cycle->log->file == NULL) {
+    file = ngx_log_get_file_log(ngx_cycle->log);
+
+    if (!ngx_http_spanprof_log_known || file == NULL) {
         return 0;
     }
 
-    fd = ngx_cycle->log->file->fd;
+    fd = file->file->fd;
 
     if (fd == NGX_INVALID_FILE || ngx_fd_info(fd, &fi) == NGX_FILE_ERROR) {
         return 0;
@@ -1582,6 +1598,63 @@ ngx_http_spanprof_log_moved(void)
 
     return fi.st_dev != ngx_http_spanprof_log_dev
            || ngx_file_uniq(&fi) != ngx_http_spanprof_log_ino;
+}
+
+
+/* A log's level as SP_EXPORTER_LOG_LEVEL_ENV names it. */
+static const char *
+ngx_http_spanprof_log_level(ngx_uint_t level)
+{
+    return level >= NGX_LOG_NOTICE ? "info"
+           : level == NGX_LOG_WARN ? "warn"
+           : level == NGX_LOG_ERR ? "error"
+           : "crit";
+}
+
+
+/*
+ * The first syslog log of the main context as SP_EXPORTER_SYSLOG_ENV's
+ * value, in buf; NULL when there is none. The exporter writes there as
+ * ngx_syslog_writer does: its facility, tag and host name (none with
+ * "nohostname"), the severity of each line. nginx's own address, as
+ * numbers: the exporter resolves nothing.
+ */
+static char *
+ngx_http_spanprof_syslog(u_char *buf, size_t size)
+{
+    u_char             *p, addr[NGX_SOCKADDR_STRLEN];
+    size_t              n;
+    ngx_str_t           host;
+    ngx_log_t          *log;
+    ngx_syslog_peer_t  *peer;
+
+    for (log = ngx_cycle->log; log != NULL; log = log->next) {
+        if (log->writer == ngx_syslog_writer) {
+            break;
+        }
+    }
+
+    if (log == NULL) {
+        return NULL;
+    }
+
+    peer = log->wdata;
+    n = ngx_sock_ntop(peer->server.sockaddr, peer->server.socklen, addr,
+                      NGX_SOCKADDR_STRLEN, 1);
+
+    if (peer->nohostname) {
+        ngx_str_null(&host);
+
+    } else {
+        host = ngx_cycle->hostname;
+    }
+
+    p = ngx_snprintf(buf, size - 1, "%s,%ui,%V,%*s,%V",
+                     ngx_http_spanprof_log_level(log->log_level),
+                     peer->facility, &host, n, addr, &peer->tag);
+    *p = '\0';
+
+    return (char *) buf;
 }
 
 

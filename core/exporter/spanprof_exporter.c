@@ -7,6 +7,7 @@
  *                           value, SPANPROF_SERVER, SPANPROF_SERVER_VERSION,
  *                           SPANPROF_SERVER_EXE
  *   stderr                  the server's error log
+ *   SPANPROF_LOG_SYSLOG     its syslog too, if it has one (sp_syslog.h)
  *   SIGTERM, SIGINT         blocked until the handler below is in place;
  *                           SIGTERM stops it, SIGINT stops it fast
  * Its own knobs (README, "The exporter"): SPANPROF_CONSOLE_PATH,
@@ -26,6 +27,7 @@
 #include "sp_otlp_client.h"
 #include "sp_ring.h"
 #include "sp_shm.h"
+#include "sp_syslog.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -55,19 +57,71 @@ static atomic_int sp_stop_fast_asked;
 /* The server's error log format, from SPANPROF_SERVER (sp_log_prefix.h). */
 static sp_log_style sp_style = SP_LOG_STYLE_PLAIN;
 
+static const char *const sp_level_names[] = { "error", "warn", "info",
+                                              "debug" };
+
+/* The server's syslog, when its error log goes there too
+ * (SP_EXPORTER_SYSLOG_ENV). */
+static sp_syslog sp_syslog_to;
+static bool      sp_syslog_on;
+
+/*
+ * The line in the syslog message's form: nginx's is the error log line,
+ * httpd's that line without its time (its stamp is "[time] [spanprof:
+ * level] "); line holds stamp bytes of stamp, then the rest, n in all,
+ * without the newline.
+ */
 static void
-sp_write_line(const char *level, const char *message)
+sp_syslog_line(sp_log_level level, const struct timespec *now,
+               const char *line, size_t stamp, size_t n)
+{
+    char         msg[1600];
+    size_t       m;
+    struct tm    tm;
+    unsigned int pid = (unsigned int)getpid();
+
+    if (localtime_r(&now->tv_sec, &tm) == NULL) {
+        memset(&tm, 0, sizeof(tm));
+    }
+    m = sp_syslog_header(&sp_syslog_to, sp_style,
+                         sp_syslog_severity(level), &tm, pid, msg,
+                         sizeof(msg));
+    if (sp_style == SP_LOG_STYLE_HTTPD) {
+        sp_log_put(msg, sizeof(msg), &m, "[spanprof:");
+        sp_log_put(msg, sizeof(msg), &m, sp_level_names[level]);
+        sp_log_put(msg, sizeof(msg), &m, "] ");
+        line += stamp;
+        n -= stamp;
+    }
+    if (n > sizeof(msg) - m) {
+        n = sizeof(msg) - m;
+    }
+    memcpy(msg + m, line, n);
+    sp_syslog_send(&sp_syslog_to, msg, m + n);
+}
+
+/* The line to the error log (descriptor 2), to syslog, or to both. */
+static void
+sp_write_line(sp_log_level level, const char *message, bool to_log,
+              bool to_syslog)
 {
     char            line[1200];
-    size_t          n, off = 0;
+    size_t          n, stamp, off = 0;
     struct timespec now;
+    const char     *name = sp_level_names[level];
 
     clock_gettime(CLOCK_REALTIME, &now);
-    n = sp_log_stamp(line, sizeof(line), sp_style, &now, level);
-    n = sp_log_ids(line, sizeof(line) - 1, n, sp_style, level,
+    stamp = sp_log_stamp(line, sizeof(line), sp_style, &now, name);
+    n = sp_log_ids(line, sizeof(line) - 1, stamp, sp_style, name,
                    (unsigned int)getpid(), (unsigned int)gettid());
     /* A longer message is cut: one write keeps the line whole. */
     sp_log_put(line, sizeof(line) - 1, &n, message);
+    if (to_syslog) {
+        sp_syslog_line(level, &now, line, stamp, n);
+    }
+    if (!to_log) {
+        return;
+    }
     line[n++] = '\n';
     while (off < n) {
         ssize_t w = write(STDERR_FILENO, line + off, n - off);
@@ -81,14 +135,14 @@ sp_write_line(const char *level, const char *message)
     }
 }
 
-static const char *const sp_level_names[] = { "error", "warn", "info",
-                                              "debug" };
-
 static void
 sp_say(sp_log_level level, const char *message)
 {
-    if ((int)level <= sp_log_max) {
-        sp_write_line(sp_level_names[level], message);
+    bool to_log = (int)level <= sp_log_max;
+    bool to_syslog = sp_syslog_on && (int)level <= sp_syslog_to.max_level;
+
+    if (to_log || to_syslog) {
+        sp_write_line(level, message, to_log, to_syslog);
     }
 }
 
@@ -97,20 +151,29 @@ static void
 sp_log_level_from_env(void)
 {
     const char *v = getenv(SP_EXPORTER_LOG_LEVEL_ENV);
-    int         i;
+
+    if (v != NULL) {
+        (void)sp_log_level_named(v, strlen(v), &sp_log_max);
+    }
+}
+
+/* The server's syslog, as the module passed it on. */
+static void
+sp_syslog_from_env(void)
+{
+    const char *v = getenv(SP_EXPORTER_SYSLOG_ENV);
+    char        msg[300];
 
     if (v == NULL) {
         return;
     }
-    if (strcmp(v, "crit") == 0) {
-        sp_log_max = -1;
+    if (sp_syslog_parse(v, &sp_syslog_to) == SP_OK) {
+        sp_syslog_on = true;
         return;
     }
-    for (i = SP_LOG_ERROR; i <= SP_LOG_INFO; i++) {
-        if (strcmp(v, sp_level_names[i]) == 0) {
-            sp_log_max = i;
-        }
-    }
+    snprintf(msg, sizeof(msg), "%s=\"%.200s\" is not a syslog, its lines "
+             "are not sent there", SP_EXPORTER_SYSLOG_ENV, v);
+    sp_say(SP_LOG_WARN, msg);
 }
 
 static void
@@ -127,7 +190,7 @@ sp_grpc_log(void *ctx, const char *severity, const char *message)
     /* gRPC's errors reach us as call results; its lines are for debugging
      * gRPC itself. */
     if (strcmp(severity, "error") == 0 && getenv("SPANPROF_GRPC_LOG")) {
-        sp_write_line("debug", message);
+        sp_write_line(SP_LOG_DEBUG, message, true, false);
     }
 }
 
@@ -266,6 +329,7 @@ main(int argc, char **argv)
     prctl(PR_SET_NAME, "spanprof-export");
     sp_style = sp_log_style_of(server);
     sp_log_level_from_env();
+    sp_syslog_from_env();
 
     c = sp_config_create(server != NULL && strcmp(server, "httpd") == 0
                          ? SP_SERVER_HTTPD : SP_SERVER_NGINX);

@@ -7,6 +7,7 @@
  * What the exporter receives:
  *   descriptor 3        the region (sp_shm.h), SP_SHM_FD_ENV names it
  *   descriptors 1, 2    log_fd (the server's error log), else inherited
+ *                       (and the server's syslog, SP_EXPORTER_SYSLOG_ENV)
  *   descriptor 0        /dev/null
  *   environment         each setting's variable (sp_config.h) set to its
  *                       effective value, directives included, plus
@@ -48,6 +49,18 @@
 /* The least severe lines the exporter writes: "crit" (none), "error",
  * "warn" or "info" (the default); the server's error log level. */
 #define SP_EXPORTER_LOG_LEVEL_ENV "SPANPROF_LOG_LEVEL"
+/*
+ * Where the server's error log goes to syslog, the exporter's lines go
+ * there too (descriptors 1 and 2 then lead to another log, or to
+ * /dev/null: httpd's stderr with "ErrorLog syslog"). The value is
+ * "LEVEL,FACILITY,HOSTNAME,ADDRESS,TAG": that log's level as above, the
+ * facility's number (LOG_LOCAL1 >> 3 is 17), the host name of the
+ * header (empty: none, nginx's "nohostname"), where the messages go
+ * ("127.0.0.1:514", "[::1]:514", "unix:/dev/log"; numeric) and the tag,
+ * which may hold commas and ends the value. The header is the server's
+ * own (sp_syslog.h). Unset: no syslog.
+ */
+#define SP_EXPORTER_SYSLOG_ENV    "SPANPROF_LOG_SYSLOG"
 /* The deprecated text format of the profiling logs: "text" (SPEC 5). */
 #define SP_EXPORTER_FORMAT_ENV    "SPANPROF_PROFILING_FORMAT"
 
@@ -75,6 +88,8 @@ typedef struct sp_exporter_launch {
     int              log_fd;        /* -1: keep the parent's stdout/stderr */
     const char      *log_level;     /* SP_EXPORTER_LOG_LEVEL_ENV's value;
                                        NULL: the exporter's default */
+    const char      *syslog;        /* SP_EXPORTER_SYSLOG_ENV's value;
+                                       NULL: none */
     const char      *title;         /* argv[0]; NULL: SP_EXPORTER_NAME */
     /* Extra arguments after argv[0], NULL-terminated; NULL for none. For
      * tests and for running the exporter under a wrapper. */

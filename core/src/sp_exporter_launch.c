@@ -107,8 +107,8 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
 {
     char        fdtext[16], value[8192], exe[PATH_MAX];
     const char *path_env = getenv("PATH");
-    const char *fixed[5][2];
-    size_t      i, bytes = 0, used, nenv = 0, nargs = 0, nptr;
+    const char *fixed[6][2];
+    size_t      i, nfixed, bytes = 0, used, nenv = 0, nargs = 0, nptr;
     char       *strings;
 
     snprintf(fdtext, sizeof(fdtext), "%d", SP_EXPORTER_REGION_FD);
@@ -122,6 +122,9 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
     fixed[3][1] = sp_server_exe(l->server_exe, exe, sizeof(exe));
     fixed[4][0] = SP_EXPORTER_LOG_LEVEL_ENV;
     fixed[4][1] = l->log_level != NULL ? l->log_level : "";
+    fixed[5][0] = SP_EXPORTER_SYSLOG_ENV;
+    fixed[5][1] = l->syslog;
+    nfixed = l->syslog != NULL ? 6 : 5;
     if (path_env == NULL || path_env[0] == '\0') {
         path_env = SP_LAUNCH_DEFAULT_PATH;
     }
@@ -139,7 +142,7 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
         bytes += strlen(sp_setting_env_name((sp_setting)i)) + len + 2;
         nenv++;
     }
-    for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+    for (i = 0; i < nfixed; i++) {
         bytes += strlen(fixed[i][0]) + strlen(fixed[i][1]) + 2;
         nenv++;
     }
@@ -190,7 +193,7 @@ sp_plan_build(const sp_exporter_launch *l, sp_launch_plan *plan)
                 sp_setting_env_name((sp_setting)i), value);
         }
     }
-    for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+    for (i = 0; i < nfixed; i++) {
         plan->envp[nenv++] = sp_plan_put(strings, &used, fixed[i][0],
                                          fixed[i][1]);
     }

@@ -26,6 +26,9 @@ no_env(void *ctx, const char *name)
     return NULL;
 }
 
+/* The launch's syslog for run_as_exporter (NULL: none). */
+static const char *run_syslog;
+
 /* Runs script as the exporter; returns what it wrote to the log fd. */
 static char *
 run_as_exporter(const sp_config *c, const char *script, int *status)
@@ -52,6 +55,7 @@ run_as_exporter(const sp_config *c, const char *script, int *status)
     l.server_exe = "/usr/sbin/nginx";
     l.region_fd = shm.fd;
     l.log_fd = p[1];
+    l.syslog = run_syslog;
     l.title = "spanprof-exporter-test";
     l.args = args;
     assert_int_equal(sp_exporter_spawn(&l, &pid), SP_OK);
@@ -100,6 +104,14 @@ child_gets_the_effective_configuration_and_nothing_else(void **state)
     assert_null(strstr(out, "SPANPROF_TEST_NOT_PASSED"));
     assert_non_null(strstr(out, "SPANPROF_GRPC_LOG=1\n"));
     assert_null(strstr(out, "OTEL_EXPORTER_OTLP_CERTIFICATE"));
+    /* No syslog: no variable, rather than an empty one */
+    assert_null(strstr(out, "SPANPROF_LOG_SYSLOG"));
+    run_syslog = "warn,23,web1,127.0.0.1:514,nginx";
+    out = run_as_exporter(c, "env", &status);
+    run_syslog = NULL;
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_non_null(strstr(out, "SPANPROF_LOG_SYSLOG="
+                                "warn,23,web1,127.0.0.1:514,nginx\n"));
     unsetenv("SPANPROF_TEST_NOT_PASSED");
     unsetenv("SPANPROF_GRPC_LOG");
     sp_config_destroy(c);
