@@ -33,7 +33,10 @@
  *     shows as the thread blocked in mod_proxy). The handler is installed
  *     with SA_RESTART; calls the kernel does not restart (poll, epoll_wait,
  *     select, nanosleep, and socket calls under a timeout) can return EINTR
- *     in such a thread: see README, "Sampling and EINTR".
+ *     in such a thread. A poll or epoll_wait that its caller calls again
+ *     the same, with its whole timeout (APR), returns 0 once that timeout
+ *     has passed since the first tick cut it short: see README, "Sampling
+ *     and EINTR".
  * leave() is a few stores: the timer is disarmed lazily, by the handler
  * the next time it fires on a thread that works for no span.
  *

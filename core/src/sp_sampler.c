@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -68,6 +69,14 @@ typedef struct sp_thread_slot {
      * period is the time since its own previous sample, not since the
      * other source's. */
     uint64_t         last_sample_ns[2];
+    /* The timed wait a signal of ours last cut short on this thread
+     * (sp_keep_timeout): where, with what, its voluntary context switches
+     * then, when its timeout ends. wait_pc 0: none. */
+    uintptr_t        wait_pc;
+    uintptr_t        wait_sp;
+    uint64_t         wait_args[3];
+    long             wait_switches;
+    uint64_t         wait_end_ns;
 } sp_thread_slot;
 
 static __thread sp_thread_slot sp_tls
@@ -644,6 +653,74 @@ sp_timer_weight(const siginfo_t *si)
                                                : (uint16_t)(overrun + 1);
 }
 
+/*
+ * A signal that lands while the thread waits in poll() or epoll_wait()
+ * with a timeout makes the call return EINTR, and callers call it again
+ * with their whole timeout: APR does (apr_wait_for_io_or_timeout, where
+ * mod_proxy waits for a backend and httpd for a client's bytes), and so
+ * does mod_proxy's tunnel. Wall-clock ticks closer than the timeout kept
+ * it from ever ending: a selected request whose backend never answered
+ * waited for good, ProxyTimeout or not, sampled all the while. The
+ * handler keeps the timeout: the same call cut short again (its pc, stack
+ * pointer and arguments, the thread asleep but once since, in that call
+ * restarted) once its timeout has passed, counted from the first cut,
+ * returns 0 as a call that timed out does (on EINTR too the kernel leaves
+ * no event: revents are 0, no epoll event is written). A thread woken by
+ * its data sleeps again in a new call: counted from there. The call is
+ * glibc's (mov $nr, %eax; syscall), read back from its code within pc's
+ * page; a bare EINTR elsewhere is left as it is.
+ */
+static void
+sp_keep_timeout(sp_thread_slot *t, ucontext_t *uc)
+{
+    greg_t              *g = uc->uc_mcontext.gregs;
+    const unsigned char *pc = (const unsigned char *)g[REG_RIP];
+    uintptr_t            at = (uintptr_t)pc;
+    uint64_t             args[3], now;
+    uint32_t             nr;
+    long long            ms;
+    struct rusage        ru;
+
+    if (g[REG_RAX] != -EINTR || (at & 4095u) < 7 || pc[-2] != 0x0f
+        || pc[-1] != 0x05 || pc[-7] != 0xb8)
+    {
+        t->wait_pc = 0;
+        return;
+    }
+    memcpy(&nr, pc - 6, sizeof(nr));
+    if (nr == SYS_poll) {
+        ms = (int)g[REG_RDX];
+    } else if (nr == SYS_epoll_wait || nr == SYS_epoll_pwait) {
+        ms = (int)g[REG_R10];
+    } else {
+        ms = 0;
+    }
+    if (ms <= 0 || getrusage(RUSAGE_THREAD, &ru) != 0) {
+        t->wait_pc = 0;
+        return;
+    }
+    args[0] = (uint64_t)g[REG_RDI];
+    args[1] = (uint64_t)g[REG_RSI];
+    args[2] = (uint64_t)ms;
+    now = sp_clock_ns(CLOCK_MONOTONIC);
+    if (t->wait_pc == at && t->wait_sp == (uintptr_t)g[REG_RSP]
+        && memcmp(t->wait_args, args, sizeof(args)) == 0
+        && ru.ru_nvcsw == t->wait_switches + 1)
+    {
+        if (now >= t->wait_end_ns) {
+            g[REG_RAX] = 0;
+            t->wait_pc = 0;
+            return;
+        }
+    } else {
+        t->wait_pc = at;
+        t->wait_sp = (uintptr_t)g[REG_RSP];
+        memcpy(t->wait_args, args, sizeof(args));
+        t->wait_end_ns = now + (uint64_t)ms * 1000000ull;
+    }
+    t->wait_switches = ru.ru_nvcsw;
+}
+
 static void
 sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
 {
@@ -699,6 +776,11 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
         /* One signal per round, sent by our thread: nothing missed. */
         sp_take_sample(s, t, ucv, has_span, trace_id, span_id,
                        SP_SOURCE_CONTINUOUS, 1);
+    }
+    /* After the sample, which reads the thread's state from the call's
+     * EINTR. */
+    if (from_timer || from_sampler) {
+        sp_keep_timeout(t, ucv);
     }
 
     atomic_signal_fence(memory_order_seq_cst);

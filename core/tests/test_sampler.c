@@ -1849,6 +1849,194 @@ continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented(
     assert_int_equal(c.idle, 0);
 }
 
+/* ---- timeouts of waits a tick cuts short */
+
+/*
+ * A sampled thread that waits as APR does (apr_wait_for_io_or_timeout,
+ * where mod_proxy waits for a backend): poll or epoll_wait with a
+ * timeout, called again with the whole timeout on EINTR. With feed, a
+ * writer sends a byte every 2 ms until it stops; the waiter reads each.
+ */
+typedef struct waiter {
+    sp_sampler  *sampler;
+    int          kind;          /* B_POLL, B_EPOLL */
+    int          fd;
+    int          timeout_ms;
+    atomic_bool *feeding;       /* NULL: no writer */
+    long         eintr;
+    long         reads;
+    long         timeouts;      /* while the writer wrote */
+    int          last;          /* the last wait's result */
+    uint64_t     waited_ms;     /* by the last wait */
+} waiter;
+
+/* One wait as APR's, given up after 5 s of EINTR (the timeout lost). */
+static int
+wait_as_apr(waiter *w, int ep)
+{
+    struct pollfd      pfd = { .fd = w->fd, .events = POLLIN };
+    struct epoll_event ev;
+    uint64_t           start = sp_clock_ns(CLOCK_MONOTONIC);
+    int                r;
+
+    do {
+        r = w->kind == B_POLL ? poll(&pfd, 1, w->timeout_ms)
+                              : epoll_wait(ep, &ev, 1, w->timeout_ms);
+        if (r < 0 && errno == EINTR) {
+            w->eintr++;
+        }
+        w->waited_ms = (sp_clock_ns(CLOCK_MONOTONIC) - start) / 1000000;
+    } while (r < 0 && errno == EINTR && w->waited_ms < 5000);
+    return r;
+}
+
+static void *
+run_waiter(void *arg)
+{
+    waiter            *w = arg;
+    uint8_t            trace[16], span[8];
+    struct epoll_event ev = { .events = EPOLLIN };
+    int                ep = -1;
+    char               c;
+
+    memset(trace, 0x5a, 16);
+    memset(span, 0xa5, 8);
+    sp_sampler_enter(w->sampler, trace, span);
+    if (w->kind == B_EPOLL) {
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        ev.data.fd = w->fd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, w->fd, &ev);
+    }
+    for (;;) {
+        bool fed = w->feeding != NULL && atomic_load(w->feeding);
+
+        w->last = wait_as_apr(w, ep);
+        if (w->last <= 0) {
+            if (w->last == 0 && fed && atomic_load(w->feeding)) {
+                w->timeouts++;
+                continue;
+            }
+            break;
+        }
+        if (read(w->fd, &c, 1) == 1) {
+            w->reads++;
+        }
+    }
+    sp_sampler_leave(w->sampler);
+    if (ep >= 0) {
+        close(ep);
+    }
+    return NULL;
+}
+
+typedef struct feeder {
+    int          fd;
+    atomic_bool *feeding;
+} feeder;
+
+static void *
+run_feeder(void *arg)
+{
+    feeder         *f = arg;
+    struct timespec ts = { 0, 2000000 };
+    int             i;
+
+    for (i = 0; i < 300; i++) {
+        if (write(f->fd, "x", 1) != 1) {
+            break;
+        }
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(f->feeding, false);
+    return NULL;
+}
+
+static void
+run_waiters(bool feed, waiter *w)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1,
+                             .clock = SP_SAMPLER_CLOCK_WALL };
+    atomic_bool feeding = feed;
+    pthread_t   th[2], fth[2];
+    feeder      f[2];
+    int         fds[2][2], k;
+    fixture     fx;
+    sp_sampler *s;
+
+    fx_open(&fx);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    for (k = 0; k < 2; k++) {
+        assert_int_equal(pipe(fds[k]), 0);
+        w[k] = (waiter){ .sampler = s, .kind = k == 0 ? B_POLL : B_EPOLL,
+                         .fd = fds[k][0], .timeout_ms = feed ? 300 : 100,
+                         .feeding = feed ? &feeding : NULL };
+        assert_int_equal(pthread_create(&th[k], NULL, run_waiter, &w[k]), 0);
+        if (feed) {
+            f[k] = (feeder){ .fd = fds[k][1], .feeding = &feeding };
+            assert_int_equal(pthread_create(&fth[k], NULL, run_feeder,
+                                            &f[k]), 0);
+        }
+    }
+    for (k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+        if (feed) {
+            pthread_join(fth[k], NULL);
+        }
+    }
+    sp_sampler_stop(s);
+    sampler_destroy(s);
+    fx_close(&fx);
+    for (k = 0; k < 2; k++) {
+        close(fds[k][0]);
+        close(fds[k][1]);
+    }
+}
+
+static void
+a_wait_cut_short_and_called_again_still_times_out(void **state)
+{
+    waiter w[2];
+    int    k;
+
+    (void)state;
+    run_waiters(false, w);
+    for (k = 0; k < 2; k++) {
+        if (w[k].last != 0 || getenv("SP_TEST_DEBUG")) {
+            fprintf(stderr, "# %s: %d after %llu ms, %ld EINTR\n",
+                    k == 0 ? "poll" : "epoll_wait", w[k].last,
+                    (unsigned long long)w[k].waited_ms, w[k].eintr);
+        }
+        /* Ticks cut it short, and it timed out all the same (before:
+         * EINTR until it was given up on, 5 s later). */
+        assert_true(w[k].eintr > 0);
+        assert_int_equal(w[k].last, 0);
+    }
+}
+
+static void
+a_wait_whose_data_comes_is_never_timed_out(void **state)
+{
+    waiter w[2];
+    int    k;
+
+    (void)state;
+    run_waiters(true, w);
+    for (k = 0; k < 2; k++) {
+        if (w[k].timeouts != 0 || getenv("SP_TEST_DEBUG")) {
+            fprintf(stderr, "# %s: %ld timeouts in %ld reads, %ld EINTR\n",
+                    k == 0 ? "poll" : "epoll_wait", w[k].timeouts,
+                    w[k].reads, w[k].eintr);
+        }
+        /* Each byte came 2 ms after the one before, far within the
+         * timeout: the waits it ended are not one long wait. */
+        assert_int_equal(w[k].timeouts, 0);
+        assert_true(w[k].reads > 0);
+        /* The writer gone, the last wait timed out. */
+        assert_int_equal(w[k].last, 0);
+    }
+}
+
 /* ---- limits, coexistence, life cycle */
 
 static void
@@ -2225,6 +2413,8 @@ main(void)
         TEST(snapshot_on_cpu_time_interrupts_no_blocked_call),
         TEST(
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
+        TEST(a_wait_cut_short_and_called_again_still_times_out),
+        TEST(a_wait_whose_data_comes_is_never_timed_out),
         TEST(deep_stacks_are_cut_and_flagged),
         TEST(another_owner_of_the_signal_is_left_alone),
         TEST(start_and_stop_are_idempotent_and_leave_nothing),

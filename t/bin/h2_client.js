@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// An HTTP/2 client (prior knowledge, h2c) that sends many requests as
+// An HTTP/2 client (prior knowledge, h2c; or h2 over TLS by ALPN, any
+// certificate taken, with "tls": true) that sends many requests as
 // concurrent streams of one connection, with header values as bytes no
 // well-behaved client sends, and resets some streams itself. Node's own
 // http2 module only: it sends a header value's code points below 256 as
@@ -11,7 +12,8 @@
 //
 //   node h2_client.js < plan.json > results.json
 //
-// plan: { "port": N, "settings": { "initialWindowSize": N, ... },
+// plan: { "port": N, "tls": true,
+//         "settings": { "initialWindowSize": N, ... },
 //         "requests": [ { "path": "/x", "method": "GET",
 //           "headers": [[name, value], ...], "sensitive": [names],
 //           "body": "text", "more_body": true,
@@ -39,7 +41,9 @@ process.stdin.on('end', () => {
   const sessions = new Map();
   const connect = (n) => {
     if (sessions.has(n)) return sessions.get(n);
-    const session = http2.connect(`http://127.0.0.1:${plan.port}`, {
+    const scheme = plan.tls ? 'https' : 'http';
+    const session = http2.connect(`${scheme}://127.0.0.1:${plan.port}`, {
+      rejectUnauthorized: false,
       // Room for every stream of the plan at once, and for big header
       // blocks: the server's limits are what is tested.
       maxSendHeaderBlockLength: 1 << 20,

@@ -181,11 +181,13 @@ sub keepalive_answers {
 
 # The results of an HTTP/2 plan sent to $port by t/bin/h2_client.js
 # (whose head says what a request and a result hold), the plan written to
-# the file $plan; one result per request, in order.
+# the file $plan; one result per request, in order. $port may be a hash of
+# the plan's other keys: { port => N, tls => 1 }.
 sub h2_requests {
     my ($port, $plan, @requests) = @_;
+    my %head = ref $port ? %$port : (port => $port);
     write_file($plan, JSON::PP->new->encode(
-        { port => $port, requests => \@requests }));
+        { %head, requests => \@requests }));
     my $out = `node ${\ top_dir()}/t/bin/h2_client.js < $plan`;
     my $r = eval { JSON::PP->new->decode($out) } // [];
     return @$r;
