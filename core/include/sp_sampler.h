@@ -35,8 +35,10 @@
  *     select, nanosleep, and socket calls under a timeout) can return EINTR
  *     in such a thread. A poll or epoll_wait that its caller calls again
  *     the same, with its whole timeout (APR), returns 0 once that timeout
- *     has passed since the first tick cut it short: see README, "Sampling
- *     and EINTR".
+ *     has passed since the first tick cut it short; a sleep (nanosleep,
+ *     clock_nanosleep with rem or absolute, select, pselect6, ppoll with a
+ *     timeout) is restarted for the time left: see README, "Sampling and
+ *     EINTR".
  * leave() is a few stores: the timer is disarmed lazily, by the handler
  * the next time it fires on a thread that works for no span.
  *

@@ -654,6 +654,103 @@ sp_timer_weight(const siginfo_t *si)
 }
 
 /*
+ * The system call a signal of ours just cut short (-EINTR in rax), if it
+ * is glibc's inline one: mov $nr,%eax (b8 imm32) then syscall (0f 05)
+ * right before pc, read back within pc's page, which is mapped. A bare
+ * EINTR elsewhere is left as it is.
+ */
+static bool
+sp_cut_call(const ucontext_t *uc, uint32_t *nr)
+{
+    const greg_t        *g = uc->uc_mcontext.gregs;
+    const unsigned char *pc = (const unsigned char *)g[REG_RIP];
+
+    if (g[REG_RAX] != -EINTR || ((uintptr_t)pc & 4095u) < 7
+        || pc[-2] != 0x0f || pc[-1] != 0x05 || pc[-7] != 0xb8)
+    {
+        return false;
+    }
+    memcpy(nr, pc - 6, sizeof(*nr));
+    return true;
+}
+
+/*
+ * The time left the kernel wrote into a sleep's rem counts from the
+ * sleep's latest end, its timer slack (50 us) after the end asked for:
+ * slept again, each cut would add that much (10 ms in 200 cuts). prctl
+ * is a bare system call.
+ */
+static void
+sp_less_slack(struct timespec *rem)
+{
+    long     slack = (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    uint64_t left;
+
+    if (slack <= 0 || rem->tv_sec < 0 || rem->tv_nsec < 0) {
+        return;
+    }
+    left = (uint64_t)rem->tv_sec * 1000000000ull + (uint64_t)rem->tv_nsec;
+    left = left > (uint64_t)slack ? left - (uint64_t)slack : 0;
+    rem->tv_sec = (time_t)(left / 1000000000ull);
+    rem->tv_nsec = (long)(left % 1000000000ull);
+}
+
+/*
+ * glibc's sleep, usleep, nanosleep, clock_nanosleep, and select (APR's
+ * apr_sleep), do not call again on EINTR: a tick made a selected httpd
+ * request's sleep of a second end within the interval, the request
+ * behaving otherwise because it was profiled. Where the kernel left what
+ * the call needs to go on, the handler restarts it as the kernel restarts
+ * a call with SA_RESTART: pc back on the syscall, rax its number, with
+ * the time left. nanosleep and a relative clock_nanosleep sleep for what
+ * the kernel wrote into rem (none without rem: left cut short, as glibc's
+ * usleep is); an absolute clock_nanosleep keeps its deadline; select,
+ * pselect6 and ppoll had their timeout updated by the kernel (none: their
+ * callers loop). glibc reads none of the argument registers after the
+ * call (2.36), so changing one is safe.
+ */
+static bool
+sp_restart_sleep(ucontext_t *uc, uint32_t nr)
+{
+    greg_t *g = uc->uc_mcontext.gregs;
+
+    switch (nr) {
+    case SYS_nanosleep:
+        if (g[REG_RSI] == 0) {
+            return false;
+        }
+        g[REG_RDI] = g[REG_RSI];
+        sp_less_slack((struct timespec *)g[REG_RSI]);
+        break;
+    case SYS_clock_nanosleep:
+        if ((g[REG_RSI] & TIMER_ABSTIME) == 0) {
+            if (g[REG_R10] == 0) {
+                return false;
+            }
+            g[REG_RDX] = g[REG_R10];
+            sp_less_slack((struct timespec *)g[REG_R10]);
+        }
+        break;
+    case SYS_select:
+    case SYS_pselect6:
+        if (g[REG_R8] == 0) {
+            return false;
+        }
+        break;
+    case SYS_ppoll:
+        if (g[REG_RDX] == 0) {
+            return false;
+        }
+        break;
+    default:
+        return false;
+    }
+    g[REG_RAX] = (greg_t)nr;
+    g[REG_RIP] -= 2;
+    return true;
+}
+
+/*
  * A signal that lands while the thread waits in poll() or epoll_wait()
  * with a timeout makes the call return EINTR, and callers call it again
  * with their whole timeout: APR does (apr_wait_for_io_or_timeout, where
@@ -666,28 +763,18 @@ sp_timer_weight(const siginfo_t *si)
  * restarted) once its timeout has passed, counted from the first cut,
  * returns 0 as a call that timed out does (on EINTR too the kernel leaves
  * no event: revents are 0, no epoll event is written). A thread woken by
- * its data sleeps again in a new call: counted from there. The call is
- * glibc's (mov $nr, %eax; syscall), read back from its code within pc's
- * page; a bare EINTR elsewhere is left as it is.
+ * its data sleeps again in a new call: counted from there. nr is the call
+ * sp_cut_call found.
  */
 static void
-sp_keep_timeout(sp_thread_slot *t, ucontext_t *uc)
+sp_keep_timeout(sp_thread_slot *t, ucontext_t *uc, uint32_t nr)
 {
     greg_t              *g = uc->uc_mcontext.gregs;
-    const unsigned char *pc = (const unsigned char *)g[REG_RIP];
-    uintptr_t            at = (uintptr_t)pc;
+    uintptr_t            at = (uintptr_t)g[REG_RIP];
     uint64_t             args[3], now;
-    uint32_t             nr;
     long long            ms;
     struct rusage        ru;
 
-    if (g[REG_RAX] != -EINTR || (at & 4095u) < 7 || pc[-2] != 0x0f
-        || pc[-1] != 0x05 || pc[-7] != 0xb8)
-    {
-        t->wait_pc = 0;
-        return;
-    }
-    memcpy(&nr, pc - 6, sizeof(nr));
     if (nr == SYS_poll) {
         ms = (int)g[REG_RDX];
     } else if (nr == SYS_epoll_wait || nr == SYS_epoll_pwait) {
@@ -719,6 +806,20 @@ sp_keep_timeout(sp_thread_slot *t, ucontext_t *uc)
         t->wait_end_ns = now + (uint64_t)ms * 1000000ull;
     }
     t->wait_switches = ru.ru_nvcsw;
+}
+
+/* What a signal of ours does to the call it cut short, after the sample,
+ * which reads the thread's state from the call's EINTR. */
+static void
+sp_after_cut(sp_thread_slot *t, ucontext_t *uc)
+{
+    uint32_t nr;
+
+    if (!sp_cut_call(uc, &nr) || sp_restart_sleep(uc, nr)) {
+        t->wait_pc = 0;
+        return;
+    }
+    sp_keep_timeout(t, uc, nr);
 }
 
 static void
@@ -777,10 +878,8 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
         sp_take_sample(s, t, ucv, has_span, trace_id, span_id,
                        SP_SOURCE_CONTINUOUS, 1);
     }
-    /* After the sample, which reads the thread's state from the call's
-     * EINTR. */
     if (from_timer || from_sampler) {
-        sp_keep_timeout(t, ucv);
+        sp_after_cut(t, ucv);
     }
 
     atomic_signal_fence(memory_order_seq_cst);

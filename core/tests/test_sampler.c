@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -2037,6 +2038,202 @@ a_wait_whose_data_comes_is_never_timed_out(void **state)
     }
 }
 
+/* ---- sleeps a tick cuts short */
+
+/*
+ * A sampled thread that sleeps 200 ms in each of the ways a request's
+ * code does: glibc does not call any of them again on EINTR (PHP's sleep
+ * and usleep, APR's apr_sleep, which is select).
+ */
+enum {
+    S_NANOSLEEP, S_AS_SLEEP, S_RELATIVE, S_ABSOLUTE, S_SELECT, S_PPOLL,
+    S_RAW_NANOSLEEP, S_RAW_PSELECT6, S_USLEEP, S_KINDS
+};
+
+static const char *const sleep_names[S_KINDS] = {
+    "nanosleep", "nanosleep as sleep()", "clock_nanosleep",
+    "clock_nanosleep absolute", "select", "ppoll", "SYS_nanosleep",
+    "SYS_pselect6", "usleep"
+};
+
+#define SLEEP_NS 200000000L
+
+/*
+ * The calls glibc 2.36 makes otherwise, as glibc makes its others (mov
+ * $nr,%eax; syscall): nanosleep (glibc's is clock_nanosleep), pselect6
+ * (glibc's pselect loads an argument between the two, and is left alone).
+ * The arguments are outputs too: a restart may change them.
+ */
+static long
+raw_nanosleep(struct timespec *req, struct timespec *rem)
+{
+    register long a1 __asm__("rdi") = (long)req;
+    register long a2 __asm__("rsi") = (long)rem;
+    long          r;
+
+    __asm__ volatile("mov $35, %%eax\n\tsyscall"
+                     : "=a"(r), "+r"(a1), "+r"(a2)
+                     :
+                     : "rcx", "r11", "memory");
+    return r;
+}
+
+static long
+raw_pselect6(struct timespec *ts)
+{
+    register long a1 __asm__("rdi") = 0;
+    register long a2 __asm__("rsi") = 0;
+    register long a3 __asm__("rdx") = 0;
+    register long a4 __asm__("r10") = 0;
+    register long a5 __asm__("r8") = (long)ts;
+    register long a6 __asm__("r9") = 0;
+    long          r;
+
+    __asm__ volatile("mov $270, %%eax\n\tsyscall"
+                     : "=a"(r), "+r"(a1), "+r"(a2), "+r"(a3), "+r"(a4),
+                       "+r"(a5), "+r"(a6)
+                     :
+                     : "rcx", "r11", "memory");
+    return r;
+}
+
+static int
+raw_result(long r)
+{
+    if (r < 0) {
+        errno = (int)-r;
+        return -1;
+    }
+    return (int)r;
+}
+
+typedef struct sleeper {
+    sp_sampler *sampler;
+    int         r[S_KINDS];
+    int         err[S_KINDS];
+    uint64_t    slept_ns[S_KINDS];
+    uint64_t    signals[S_KINDS];   /* handled while it slept */
+} sleeper;
+
+static int
+sleep_once(int kind)
+{
+    struct timespec ts = { 0, SLEEP_NS }, rem;
+    struct timeval  tv = { 0, SLEEP_NS / 1000 };
+    int             r;
+
+    switch (kind) {
+    case S_NANOSLEEP:
+        return nanosleep(&ts, &rem);
+    case S_AS_SLEEP:
+        return nanosleep(&ts, &ts);
+    case S_RELATIVE:
+    case S_ABSOLUTE:
+        if (kind == S_ABSOLUTE) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += SLEEP_NS;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+        }
+        r = kind == S_ABSOLUTE
+            ? clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)
+            : clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &rem);
+        if (r != 0) {
+            errno = r;
+            return -1;
+        }
+        return 0;
+    case S_SELECT:
+        return select(0, NULL, NULL, NULL, &tv);
+    case S_RAW_NANOSLEEP:
+        return raw_result(raw_nanosleep(&ts, &rem));
+    case S_RAW_PSELECT6:
+        return raw_result(raw_pselect6(&ts));
+    case S_PPOLL:
+        return ppoll(NULL, 0, &ts, NULL);
+    default:
+        return usleep(SLEEP_NS / 1000);
+    }
+}
+
+static void *
+run_sleeper(void *arg)
+{
+    sleeper          *z = arg;
+    uint8_t           trace[16], span[8];
+    sp_sampler_stats  before, after;
+    uint64_t          start;
+    int               k;
+
+    memset(trace, 0x3c, 16);
+    memset(span, 0xc3, 8);
+    sp_sampler_enter(z->sampler, trace, span);
+    for (k = 0; k < S_KINDS; k++) {
+        sp_sampler_stats_get(z->sampler, &before);
+        start = sp_clock_ns(CLOCK_MONOTONIC);
+        errno = 0;
+        z->r[k] = sleep_once(k);
+        z->err[k] = errno;
+        z->slept_ns[k] = sp_clock_ns(CLOCK_MONOTONIC) - start;
+        sp_sampler_stats_get(z->sampler, &after);
+        z->signals[k] = after.signals - before.signals;
+    }
+    sp_sampler_leave(z->sampler);
+    return NULL;
+}
+
+static void
+a_sleep_cut_short_sleeps_on_for_the_time_left(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1,
+                             .clock = SP_SAMPLER_CLOCK_WALL };
+    sleeper     z;
+    pthread_t   th;
+    fixture     fx;
+    sp_sampler *s;
+    int         k;
+
+    (void)state;
+    fx_open(&fx);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    memset(&z, 0, sizeof(z));
+    z.sampler = s;
+    assert_int_equal(pthread_create(&th, NULL, run_sleeper, &z), 0);
+    pthread_join(th, NULL);
+    sp_sampler_stop(s);
+    sampler_destroy(s);
+    fx_close(&fx);
+    for (k = 0; k < S_KINDS; k++) {
+        bool wrong = k == S_USLEEP ? z.r[k] != -1 : z.r[k] != 0
+                     || z.slept_ns[k] < (uint64_t)SLEEP_NS;
+
+        if (wrong || getenv("SP_TEST_DEBUG")) {
+            fprintf(stderr, "# %s: %d (errno %d) after %.1f ms, %llu "
+                    "signals\n", sleep_names[k], z.r[k], z.err[k],
+                    z.slept_ns[k] / 1e6, (unsigned long long)z.signals[k]);
+        }
+    }
+    for (k = 0; k < S_KINDS; k++) {
+        if (k == S_USLEEP) {
+            /* No rem: the time left is nowhere, the call left as the
+             * kernel left it. */
+            assert_int_equal(z.r[k], -1);
+            assert_int_equal(z.err[k], EINTR);
+        } else {
+            /* It slept all it asked for (before: EINTR at the first
+             * tick). */
+            assert_int_equal(z.r[k], 0);
+            assert_true(z.slept_ns[k] >= (uint64_t)SLEEP_NS);
+            /* Ticks came while it slept, and cut it short each time. */
+            assert_true(z.signals[k] >= 10);
+        }
+        assert_true(z.signals[k] >= 1);
+    }
+}
+
 /* ---- limits, coexistence, life cycle */
 
 static void
@@ -2415,6 +2612,7 @@ main(void)
             continuous_and_wall_clock_interrupt_only_what_restarts_or_is_documented),
         TEST(a_wait_cut_short_and_called_again_still_times_out),
         TEST(a_wait_whose_data_comes_is_never_timed_out),
+        TEST(a_sleep_cut_short_sleeps_on_for_the_time_left),
         TEST(deep_stacks_are_cut_and_flagged),
         TEST(another_owner_of_the_signal_is_left_alone),
         TEST(start_and_stop_are_idempotent_and_leave_nothing),
