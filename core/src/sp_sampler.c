@@ -808,14 +808,43 @@ sp_keep_timeout(sp_thread_slot *t, ucontext_t *uc, uint32_t nr)
     t->wait_switches = ru.ru_nvcsw;
 }
 
+/*
+ * Whether a signal other than ours waits to be taken by the thread once
+ * our handler returns (it blocks all of them while it runs): the call's
+ * EINTR is then that signal's too, which its handler may have come to
+ * break (httpd's graceful stop), and is left as it is. A signal taken
+ * before ours has run its handler already, and ours then saw that
+ * handler's start, not the call.
+ */
+static bool
+sp_other_signal_pending(int ours, const ucontext_t *uc)
+{
+    sigset_t pending;
+    int      sig;
+
+    if (sigpending(&pending) != 0) {
+        return true;
+    }
+    for (sig = 1; sig < NSIG; sig++) {
+        if (sig != ours && sigismember(&pending, sig) == 1
+            && sigismember(&uc->uc_sigmask, sig) != 1)
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* What a signal of ours does to the call it cut short, after the sample,
  * which reads the thread's state from the call's EINTR. */
 static void
-sp_after_cut(sp_thread_slot *t, ucontext_t *uc)
+sp_after_cut(sp_thread_slot *t, int signo, ucontext_t *uc)
 {
     uint32_t nr;
 
-    if (!sp_cut_call(uc, &nr) || sp_restart_sleep(uc, nr)) {
+    if (!sp_cut_call(uc, &nr) || sp_other_signal_pending(signo, uc)
+        || sp_restart_sleep(uc, nr))
+    {
         t->wait_pc = 0;
         return;
     }
@@ -879,7 +908,7 @@ sp_sampler_on_signal(int signo, siginfo_t *si, void *ucv)
                        SP_SOURCE_CONTINUOUS, 1);
     }
     if (from_timer || from_sampler) {
-        sp_after_cut(t, ucv);
+        sp_after_cut(t, signo, ucv);
     }
 
     atomic_signal_fence(memory_order_seq_cst);

@@ -2234,6 +2234,104 @@ a_sleep_cut_short_sleeps_on_for_the_time_left(void **state)
     }
 }
 
+/*
+ * A signal of the server's that comes with one of ours keeps its EINTR: a
+ * graceful stop's signal arriving while our handler runs (it blocks all
+ * others) stays pending, and a sleep restarted then would have slept on
+ * after that signal's handler had run. The sender sends ours, then the
+ * other, to a thread asleep: whichever the sleeper takes first, the sleep
+ * must end with EINTR (restarted, it slept all of its 3 s).
+ */
+static atomic_int other_signal_taken;
+
+static void
+on_other_signal(int signo)
+{
+    (void)signo;
+    atomic_fetch_add(&other_signal_taken, 1);
+}
+
+typedef struct pending_sleeper {
+    atomic_int tid;
+    int        r;
+    int        err;
+} pending_sleeper;
+
+static void *
+run_pending_sleeper(void *arg)
+{
+    pending_sleeper *z = arg;
+    struct timespec  ts = { 3, 0 }, rem;
+
+    atomic_store(&z->tid, (int)gettid());
+    z->r = clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &rem);
+    z->err = z->r;
+    return NULL;
+}
+
+static bool
+thread_asleep(int tid)
+{
+    char  path[64], buf[512], *p;
+    FILE *f;
+    bool  asleep = false;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return false;
+    }
+    if (fgets(buf, sizeof(buf), f) != NULL
+        && (p = strrchr(buf, ')')) != NULL)
+    {
+        asleep = p[1] == ' ' && p[2] == 'S';
+    }
+    fclose(f);
+    return asleep;
+}
+
+static void
+a_signal_pending_with_ours_keeps_its_eintr(void **state)
+{
+    sp_sampler_options o = { .snapshot_interval_ms = 1000,
+                             .clock = SP_SAMPLER_CLOCK_WALL };
+    struct sigaction   sa, old;
+    pending_sleeper    z;
+    pthread_t          th;
+    fixture            fx;
+    sp_sampler        *s;
+    int                tid, i, other = SIGRTMIN + 3;
+
+    (void)state;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_other_signal;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(other, &sa, &old), 0);
+    fx_open(&fx);
+    assert_int_equal(sampler_create(&o, fx.ring, &s), SP_OK);
+    assert_int_equal(sp_sampler_start(s), SP_OK);
+    memset(&z, 0, sizeof(z));
+    atomic_store(&other_signal_taken, 0);
+    assert_int_equal(pthread_create(&th, NULL, run_pending_sleeper, &z), 0);
+    for (i = 0; i < 2000 && ((tid = atomic_load(&z.tid)) == 0
+                             || !thread_asleep(tid)); i++)
+    {
+        usleep(1000);
+    }
+    assert_true(thread_asleep(tid));
+    /* Ours as the sampler sends it (tgkill from its process), then the
+     * other, at once. */
+    assert_int_equal(syscall(SYS_tgkill, getpid(), tid, SIGPROF), 0);
+    assert_int_equal(syscall(SYS_tgkill, getpid(), tid, other), 0);
+    pthread_join(th, NULL);
+    sp_sampler_stop(s);
+    sampler_destroy(s);
+    fx_close(&fx);
+    sigaction(other, &old, NULL);
+    assert_int_equal(atomic_load(&other_signal_taken), 1);
+    assert_int_equal(z.r, EINTR);
+}
+
 /* ---- limits, coexistence, life cycle */
 
 static void
@@ -2613,6 +2711,7 @@ main(void)
         TEST(a_wait_cut_short_and_called_again_still_times_out),
         TEST(a_wait_whose_data_comes_is_never_timed_out),
         TEST(a_sleep_cut_short_sleeps_on_for_the_time_left),
+        TEST(a_signal_pending_with_ours_keeps_its_eintr),
         TEST(deep_stacks_are_cut_and_flagged),
         TEST(another_owner_of_the_signal_is_left_alone),
         TEST(start_and_stop_are_idempotent_and_leave_nothing),
