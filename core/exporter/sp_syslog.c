@@ -2,6 +2,7 @@
  * The exporter's lines in the server's syslog: see sp_syslog.h.
  */
 #include "sp_syslog.h"
+#include "sp_endpoint.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,14 +65,16 @@ sp_syslog_field(const char **p, size_t *len)
     return start;
 }
 
-/* "a.b.c.d:port", "[v6]:port" or "unix:/path", numeric, into s. */
+/*
+ * "a.b.c.d:port", "[v6]:port" or "unix:/path", numeric, into s. host:port
+ * is read as an endpoint without a scheme is (sp_endpoint.h), then must
+ * be an address: the exporter resolves nothing.
+ */
 static sp_status
 sp_syslog_address(const char *text, size_t len, sp_syslog *s)
 {
-    char                 host[INET6_ADDRSTRLEN + 1], *end;
-    const char          *colon;
-    unsigned long        port;
     size_t               n;
+    sp_endpoint          ep;
     struct sockaddr_in  *in = (struct sockaddr_in *)(void *)&s->addr;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)&s->addr;
     struct sockaddr_un  *un = (struct sockaddr_un *)(void *)&s->addr;
@@ -89,46 +92,27 @@ sp_syslog_address(const char *text, size_t len, sp_syslog *s)
         return SP_OK;
     }
 
-    colon = NULL;
-    for (n = len; n > 0; n--) {
-        if (text[n - 1] == ':') {
-            colon = text + n - 1;
-            break;
-        }
-    }
-    if (colon == NULL || colon[1] < '0' || colon[1] > '9') {
+    /* An endpoint may end in '/', an address does not. */
+    if (len == 0 || text[len - 1] == '/'
+        || sp_endpoint_parse(text, len, &ep) != SP_OK || ep.scheme)
+    {
         return SP_ERR_INVALID;
     }
-    errno = 0;
-    port = strtoul(colon + 1, &end, 10);
-    if (errno != 0 || end != text + len || port == 0 || port > 65535) {
-        return SP_ERR_INVALID;
-    }
-    n = (size_t)(colon - text);
-    if (n >= 2 && text[0] == '[' && text[n - 1] == ']') {
-        if (n - 2 >= sizeof(host)) {
-            return SP_ERR_INVALID;
-        }
-        memcpy(host, text + 1, n - 2);
-        host[n - 2] = '\0';
-        if (inet_pton(AF_INET6, host, &in6->sin6_addr) != 1) {
+    if (ep.host[0] == '[') {
+        ep.host[strlen(ep.host) - 1] = '\0';
+        if (inet_pton(AF_INET6, ep.host + 1, &in6->sin6_addr) != 1) {
             return SP_ERR_INVALID;
         }
         in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)port);
+        in6->sin6_port = htons(ep.port);
         s->addr_len = sizeof(*in6);
         return SP_OK;
     }
-    if (n >= sizeof(host)) {
-        return SP_ERR_INVALID;
-    }
-    memcpy(host, text, n);
-    host[n] = '\0';
-    if (inet_pton(AF_INET, host, &in->sin_addr) != 1) {
+    if (inet_pton(AF_INET, ep.host, &in->sin_addr) != 1) {
         return SP_ERR_INVALID;
     }
     in->sin_family = AF_INET;
-    in->sin_port = htons((uint16_t)port);
+    in->sin_port = htons(ep.port);
     s->addr_len = sizeof(*in);
     return SP_OK;
 }

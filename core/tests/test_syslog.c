@@ -100,6 +100,8 @@ what_is_not_a_syslog_is_refused(void **state)
         "warn,23,h,::1:514,nginx",              /* v6 without brackets */
         "warn,23,h,[127.0.0.1]:514,nginx",
         "warn,23,h,unix:,nginx",
+        "warn,23,h,127.0.0.1:514/,nginx",       /* an endpoint's '/' */
+        "warn,23,h,http://127.0.0.1:514,nginx",
         NULL
     };
     char      longer[200];
